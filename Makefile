@@ -1,0 +1,43 @@
+# donto-accel: the two commands of README.md are `make run` and `make test`.
+SHELL := /bin/bash
+NPROC := $(shell nproc)
+PY := .venv/bin/python
+MODEL ?= models/all-MiniLM-L6-v2
+
+.PHONY: all build asan test run bootstrap model corpus bench clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+build:
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build build -j$(NPROC)
+
+asan:
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDONTO_SANITIZE=ON >/dev/null
+	@cmake --build build-asan -j$(NPROC)
+
+model: bootstrap
+	@scripts/get-model
+
+corpus:
+	@scripts/make-corpus --out corpus
+
+# Release build: every test. Sanitizer build: every test not labelled `ref`
+# (the reference-parity tests drive Python over thousands of texts; their C
+# code paths are the same ones the sanitizer tests cover).
+test: bootstrap model corpus build asan
+	ctest --test-dir build --output-on-failure
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir build-asan --output-on-failure -LE ref
+
+run: bootstrap model corpus build
+	@scripts/run-demo $(MODEL)
+
+bench: bootstrap model corpus build
+	$(PY) bench/embed-vs-ort --model $(MODEL)
+
+clean:
+	rm -rf build build-asan

@@ -1,0 +1,69 @@
+/*
+ * donto-accel: the text encoder (tokenizer + BERT forward + pooling +
+ * L2 normalisation), the heart of the worker.
+ *
+ *   donto_encoder *enc;
+ *   donto_encoder_opts o; donto_encoder_default_opts(&o);
+ *   if (donto_encoder_open("models/bge-small-en-v1.5", &o, &enc, &err)) ...
+ *   float *vecs = malloc(n * donto_encoder_dim(enc) * sizeof(float));
+ *   donto_encoder_encode(enc, texts, lens, n, vecs, &err);
+ *   donto_encoder_close(enc);
+ *
+ * donto_encoder_encode is thread-safe: weights are read-only and every call
+ * uses its own scratch memory. Inside one call, sequences are sorted by length
+ * and packed with no padding, and the work is spread over opts.threads.
+ */
+#ifndef DONTO_ENCODER_H
+#define DONTO_ENCODER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "donto/model.h"
+#include "donto/tokenizer.h"
+#include "donto/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    DONTO_PREC_FP32 = 0, /* reference path: fp32 through BLAS */
+    DONTO_PREC_INT8 = 1, /* fast path: int8 weights, dynamic int8 activations */
+} donto_precision;
+
+typedef struct donto_encoder_opts {
+    int threads;               /* 0: all online CPUs */
+    int max_len;               /* tokens per text incl. [CLS]/[SEP]; 0: model max (512) */
+    int batch_tokens;          /* token budget of one packed forward; 0: default (8192) */
+    donto_precision precision; /* DONTO_PREC_FP32 (default) */
+    int pooling;               /* -1: from the model dir; else donto_pooling */
+} donto_encoder_opts;
+
+typedef struct donto_encoder donto_encoder;
+
+void donto_encoder_default_opts(donto_encoder_opts *o);
+int donto_encoder_open(const char *model_dir, const donto_encoder_opts *o, donto_encoder **out,
+                       donto_err *err);
+void donto_encoder_close(donto_encoder *enc);
+
+/* Output dimension (hidden size). */
+int donto_encoder_dim(const donto_encoder *enc);
+const donto_tokenizer *donto_encoder_tokenizer(const donto_encoder *enc);
+const donto_bert_config *donto_encoder_config(const donto_encoder *enc);
+
+/* Encode n texts (texts[i] of lens[i] bytes; lens may be NULL for
+ * NUL-terminated strings) into out[n * dim], row i = text i, each row
+ * L2-normalised. Returns 0, or -1 with err set (nothing partial is promised). */
+int donto_encoder_encode(donto_encoder *enc, const char *const *texts, const size_t *lens, size_t n,
+                         float *out, donto_err *err);
+
+/* Encode already tokenized sequences (ids[i] of ntok[i] ids, each with its
+ * own [CLS]/[SEP]). Same output contract as donto_encoder_encode. */
+int donto_encoder_encode_ids(donto_encoder *enc, const int32_t *const *ids, const int *ntok,
+                             size_t n, float *out, donto_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

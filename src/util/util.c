@@ -1,0 +1,158 @@
+/* donto-accel: shared utilities. See include/donto/util.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "donto/util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+int donto_seterr(donto_err *err, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int donto_preerr(donto_err *err, const char *fmt, ...) {
+    if (err) {
+        char pre[DONTO_ERR_MAX], old[DONTO_ERR_MAX];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(pre, sizeof pre, fmt, ap);
+        va_end(ap);
+        memcpy(old, err->msg, sizeof old);
+        /* Truncation is fine here: the message is for people. */
+        size_t n = strlen(pre);
+        if (n > sizeof err->msg - 3) n = sizeof err->msg - 3;
+        memcpy(err->msg, pre, n);
+        memcpy(err->msg + n, ": ", 2);
+        size_t room = sizeof err->msg - n - 3;
+        size_t m = strlen(old);
+        if (m > room) m = room;
+        memcpy(err->msg + n + 2, old, m);
+        err->msg[n + 2 + m] = 0;
+    }
+    return -1;
+}
+
+static int g_log_level = DONTO_LOG_INFO; /* the one global: logging */
+
+void donto_log_set_level(int level) { g_log_level = level; }
+int donto_log_get_level(void) { return g_log_level; }
+
+void donto_log(int level, const char *fmt, ...) {
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    if (level > g_log_level) return;
+    char line[2048];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                     tm.tm_sec, ts.tv_nsec / 1000000, names[level < 0 ? 0 : level > 3 ? 3 : level]);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    /* One write per line so lines from several threads do not interleave. */
+    size_t len = strlen(line);
+    if (len + 1 < sizeof line) {
+        line[len++] = '\n';
+        line[len] = 0;
+    }
+    fputs(line, stderr);
+}
+
+double donto_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int donto_read_file(const char *path, char **out, size_t *len, donto_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return donto_seterr(err, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) {
+        fclose(f);
+        return donto_seterr(err, "%s: out of memory", path);
+    }
+    for (;;) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) {
+            if (ferror(f)) {
+                int e = errno;
+                free(buf);
+                fclose(f);
+                return donto_seterr(err, "%s: read error: %s", path, strerror(e));
+            }
+            break;
+        }
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (!nb) {
+            free(buf);
+            fclose(f);
+            return donto_seterr(err, "%s: out of memory", path);
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    buf[n] = 0;
+    *out = buf;
+    if (len) *len = n;
+    return 0;
+}
+
+static void oom(size_t n) {
+    fprintf(stderr, "donto: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *donto_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(n);
+    return p;
+}
+void *donto_xcalloc(size_t n, size_t sz) {
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) oom(n * sz);
+    return p;
+}
+void *donto_xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(n);
+    return q;
+}
+char *donto_xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = donto_xmalloc(n);
+    memcpy(p, s, n);
+    return p;
+}
+void *donto_aligned_alloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? (n + 63) & ~(size_t)63 : 64) != 0) return NULL;
+    return p;
+}
+
+int donto_ncpu(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+size_t donto_peak_rss(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
+}
