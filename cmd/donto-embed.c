@@ -1,6 +1,40 @@
-/* donto-embed: command-line front end (placeholder until the encoder lands). */
+/* donto-embed: the embedding fabric's command line. Subcommands live in the
+ * library (include/donto/cli.h); this file only dispatches. */
 #include <stdio.h>
-int main(void) {
-    puts("donto-embed " DONTO_VERSION);
-    return 0;
+#include <string.h>
+
+#include "donto/cli.h"
+#include "donto/fetch.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: donto-embed <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  embed          embed texts (JSONL or lines) into vectors\n"
+            "  model fetch    download the model from the Hugging Face hub (SHA-256 checked)\n"
+            "  version        print the version\n"
+            "\n"
+            "`donto-embed <command> --help` describes each command.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "embed")) return donto_embed_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "model")) {
+        if (argc >= 3 && !strcmp(argv[2], "fetch")) return donto_model_fetch_main(argc - 2, argv + 2);
+        fprintf(stderr, "usage: donto-embed model fetch [--dir D] [--help]\n");
+        return 2;
+    }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("donto-embed %s\n", DONTO_VERSION);
+        return 0;
+    }
+    fprintf(stderr, "donto-embed: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
 }

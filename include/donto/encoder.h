@@ -6,7 +6,7 @@
  *   donto_encoder_opts o; donto_encoder_default_opts(&o);
  *   if (donto_encoder_open("models/bge-small-en-v1.5", &o, &enc, &err)) ...
  *   float *vecs = malloc(n * donto_encoder_dim(enc) * sizeof(float));
- *   donto_encoder_encode(enc, texts, lens, n, vecs, &err);
+ *   donto_encoder_encode(enc, texts, lens, n, vecs, NULL, &err);
  *   donto_encoder_close(enc);
  *
  * donto_encoder_encode is thread-safe: weights are read-only and every call
@@ -52,16 +52,26 @@ int donto_encoder_dim(const donto_encoder *enc);
 const donto_tokenizer *donto_encoder_tokenizer(const donto_encoder *enc);
 const donto_bert_config *donto_encoder_config(const donto_encoder *enc);
 
+/* Optional per-call figures. */
+typedef struct donto_encode_stats {
+    size_t tokens;    /* ids fed to the model, [CLS]/[SEP] included */
+    size_t truncated; /* texts cut at max_len */
+} donto_encode_stats;
+
 /* Encode n texts (texts[i] of lens[i] bytes; lens may be NULL for
  * NUL-terminated strings) into out[n * dim], row i = text i, each row
  * L2-normalised. Returns 0, or -1 with err set (nothing partial is promised). */
 int donto_encoder_encode(donto_encoder *enc, const char *const *texts, const size_t *lens, size_t n,
-                         float *out, donto_err *err);
+                         float *out, donto_encode_stats *stats, donto_err *err);
 
 /* Encode already tokenized sequences (ids[i] of ntok[i] ids, each with its
  * own [CLS]/[SEP]). Same output contract as donto_encoder_encode. */
 int donto_encoder_encode_ids(donto_encoder *enc, const int32_t *const *ids, const int *ntok,
                              size_t n, float *out, donto_err *err);
+
+/* "fp32" / "int8" -> precision; -1 when unknown. */
+int donto_precision_parse(const char *s);
+const char *donto_precision_name(donto_precision p);
 
 #ifdef __cplusplus
 }

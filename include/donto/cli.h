@@ -1,0 +1,18 @@
+/*
+ * donto-accel: command implementations behind the thin mains in cmd/.
+ * Each takes the arguments after its subcommand name (argv[0] = the
+ * subcommand) and returns the process exit code: 0 ok, 1 error, 2 usage.
+ */
+#ifndef DONTO_CLI_H
+#define DONTO_CLI_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int donto_embed_cmd(int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

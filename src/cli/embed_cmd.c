@@ -1,0 +1,312 @@
+/*
+ * `donto-embed embed`: texts in, vectors out.
+ *
+ * Input: JSONL ({"id": ..., "text": "..."} per line) or plain lines (one
+ * text per line, id = 0-based line number); the format is detected from the
+ * first non-blank line unless --lines is given. Output, in input order:
+ *   jsonl  {"id": <id as given>, "vector": [...]} (%.9g: exact float round trip)
+ *   npy    float32 [n, dim] (needs a seekable --out: the row count is patched in)
+ *   f32    raw little-endian float32, n * dim
+ * Work proceeds in chunks of --chunk texts, so memory stays bounded for any
+ * input size. A malformed input line stops the run with its line number:
+ * a silently skipped text would be a missing vector later.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "donto/cli.h"
+#include "donto/encoder.h"
+
+enum { FMT_JSONL, FMT_NPY, FMT_F32 };
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: donto-embed embed --model DIR [options]\n"
+            "\n"
+            "Embed texts with a BERT-family encoder (tokenizer + forward + pooling + L2 norm).\n"
+            "\n"
+            "  --model DIR        model directory: config.json, model.safetensors, vocab.txt\n"
+            "  --in FILE          input (default: stdin): JSONL {\"id\",\"text\"} or plain lines\n"
+            "  --lines            treat every input line as a text, even if it looks like JSON\n"
+            "  --out FILE         output (default: stdout)\n"
+            "  --format F         jsonl (default) | npy | f32\n"
+            "  --threads N        worker threads (default: all CPUs)\n"
+            "  --precision P      fp32 (default, reference) | int8 (fast path)\n"
+            "  --max-len N        tokens per text incl. [CLS]/[SEP] (default: model max, 512)\n"
+            "  --batch-tokens N   tokens per packed forward batch (default 4096)\n"
+            "  --chunk N          texts read and encoded per round (default 8192)\n"
+            "  --stats            print one JSON line of figures to stderr at the end\n"
+            "  --quiet            no progress line\n"
+            "  -h, --help         this help\n");
+}
+
+typedef struct {
+    char **text;
+    size_t *len;
+    char **id; /* JSON text of the id */
+    size_t n, cap;
+} chunk;
+
+static void chunk_clear(chunk *c) {
+    for (size_t i = 0; i < c->n; i++) free(c->text[i]), free(c->id[i]);
+    c->n = 0;
+}
+
+static void chunk_push(chunk *c, char *text, size_t len, char *id) {
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 1024;
+        c->text = donto_xrealloc(c->text, c->cap * sizeof *c->text);
+        c->len = donto_xrealloc(c->len, c->cap * sizeof *c->len);
+        c->id = donto_xrealloc(c->id, c->cap * sizeof *c->id);
+    }
+    c->text[c->n] = text, c->len[c->n] = len, c->id[c->n] = id;
+    c->n++;
+}
+
+/* Parse one JSONL record into (text, id). */
+static int parse_record(const char *line, size_t len, size_t lineno, char **text, size_t *tlen,
+                        char **id, donto_err *err) {
+    json_error_t je;
+    json_t *o = json_loadb(line, len, JSON_ALLOW_NUL, &je);
+    if (!o || !json_is_object(o)) {
+        json_decref(o);
+        return donto_seterr(err, "input line %zu: not a JSON object (%s)", lineno, o ? "wrong type" : je.text);
+    }
+    json_t *t = json_object_get(o, "text"), *i = json_object_get(o, "id");
+    if (!json_is_string(t)) {
+        json_decref(o);
+        return donto_seterr(err, "input line %zu: \"text\" is missing or not a string", lineno);
+    }
+    *tlen = json_string_length(t);
+    *text = donto_xmalloc(*tlen + 1);
+    memcpy(*text, json_string_value(t), *tlen + 1);
+    if (i) *id = json_dumps(i, JSON_ENCODE_ANY | JSON_COMPACT);
+    else {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%zu", lineno - 1);
+        *id = donto_xstrdup(buf);
+    }
+    json_decref(o);
+    if (!*id) {
+        free(*text);
+        return donto_seterr(err, "input line %zu: cannot re-encode \"id\"", lineno);
+    }
+    return 0;
+}
+
+static int write_npy_header(FILE *f, size_t n, int dim) {
+    /* Fixed 128-byte header (magic 10 + dict padded with spaces + '\n'), so
+     * the row count can be patched in place once known. */
+    char dict[118];
+    int k = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %d), }", n, dim);
+    if (k < 0 || k >= (int)sizeof dict) return -1;
+    memset(dict + k, ' ', sizeof dict - (size_t)k);
+    dict[sizeof dict - 1] = '\n';
+    unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(sizeof dict & 0xff),
+                               (unsigned char)(sizeof dict >> 8)};
+    return fwrite(magic, 1, 10, f) == 10 && fwrite(dict, 1, sizeof dict, f) == sizeof dict ? 0 : -1;
+}
+
+static int write_vectors(FILE *f, int fmt, const chunk *c, const float *v, int dim) {
+    if (fmt == FMT_JSONL) {
+        for (size_t i = 0; i < c->n; i++) {
+            fprintf(f, "{\"id\":%s,\"vector\":[", c->id[i]);
+            for (int d = 0; d < dim; d++) fprintf(f, d ? ",%.9g" : "%.9g", (double)v[i * (size_t)dim + (size_t)d]);
+            fputs("]}\n", f);
+        }
+    } else {
+        size_t k = c->n * (size_t)dim;
+        if (fwrite(v, sizeof *v, k, f) != k) return -1;
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+int donto_embed_cmd(int argc, char **argv) {
+    static const struct option lo[] = {
+        {"model", required_argument, 0, 'm'},  {"in", required_argument, 0, 'i'},
+        {"out", required_argument, 0, 'o'},    {"format", required_argument, 0, 'f'},
+        {"threads", required_argument, 0, 't'}, {"precision", required_argument, 0, 'p'},
+        {"max-len", required_argument, 0, 'L'}, {"batch-tokens", required_argument, 0, 'B'},
+        {"chunk", required_argument, 0, 'C'},  {"stats", no_argument, 0, 's'},
+        {"quiet", no_argument, 0, 'q'},        {"lines", no_argument, 0, 'l'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    const char *model = NULL, *in = NULL, *outp = NULL;
+    int fmt = FMT_JSONL, stats = 0, quiet = 0, lines = 0;
+    long chunk_n = 8192;
+    donto_encoder_opts eo;
+    donto_encoder_default_opts(&eo);
+    optind = 1;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        char *end = NULL;
+        switch (ch) {
+        case 'm': model = optarg; break;
+        case 'i': in = optarg; break;
+        case 'o': outp = optarg; break;
+        case 'f':
+            if (!strcmp(optarg, "jsonl")) fmt = FMT_JSONL;
+            else if (!strcmp(optarg, "npy")) fmt = FMT_NPY;
+            else if (!strcmp(optarg, "f32")) fmt = FMT_F32;
+            else {
+                fprintf(stderr, "donto-embed embed: unknown --format '%s' (jsonl|npy|f32)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'p': {
+            int p = donto_precision_parse(optarg);
+            if (p < 0) {
+                fprintf(stderr, "donto-embed embed: unknown --precision '%s' (fp32|int8)\n", optarg);
+                return 2;
+            }
+            eo.precision = (donto_precision)p;
+            break;
+        }
+        case 't': case 'L': case 'B': case 'C': {
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 1 || v > (1 << 24)) {
+                fprintf(stderr, "donto-embed embed: --%s needs a positive integer, got '%s'\n",
+                        ch == 't' ? "threads" : ch == 'L' ? "max-len" : ch == 'B' ? "batch-tokens" : "chunk", optarg);
+                return 2;
+            }
+            if (ch == 't') eo.threads = (int)v;
+            else if (ch == 'L') eo.max_len = (int)v;
+            else if (ch == 'B') eo.batch_tokens = (int)v;
+            else chunk_n = v;
+            break;
+        }
+        case 's': stats = 1; break;
+        case 'q': quiet = 1; break;
+        case 'l': lines = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!model || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    donto_err err = {{0}};
+    donto_encoder *enc;
+    if (donto_encoder_open(model, &eo, &enc, &err)) {
+        fprintf(stderr, "donto-embed embed: %s\n", err.msg);
+        return 1;
+    }
+    const int dim = donto_encoder_dim(enc);
+    FILE *fi = in ? fopen(in, "rb") : stdin;
+    if (!fi) {
+        fprintf(stderr, "donto-embed embed: %s: %s\n", in, strerror(errno));
+        donto_encoder_close(enc);
+        return 1;
+    }
+    FILE *fo = outp ? fopen(outp, "wb") : stdout;
+    if (!fo) {
+        fprintf(stderr, "donto-embed embed: %s: %s\n", outp, strerror(errno));
+        if (in) fclose(fi);
+        donto_encoder_close(enc);
+        return 1;
+    }
+    int rc = 0;
+    if (fmt == FMT_NPY && (fseek(fo, 0, SEEK_SET) != 0 || write_npy_header(fo, 0, dim) != 0)) {
+        fprintf(stderr, "donto-embed embed: --format npy needs a seekable --out file (use f32 or jsonl for pipes)\n");
+        rc = 1;
+    }
+    const int progress = !quiet && isatty(2);
+    chunk c = {0};
+    float *vec = NULL;
+    char *line = NULL;
+    size_t cap = 0, lineno = 0, items = 0, tokens = 0, truncated = 0;
+    int mode = lines ? 1 : -1; /* -1 unknown, 0 jsonl, 1 plain */
+    double enc_s = 0, t_start = donto_now();
+    while (!rc) {
+        ssize_t len = getline(&line, &cap, fi);
+        int eof = len < 0;
+        if (!eof) {
+            lineno++;
+            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+            if (mode < 0) {
+                const char *p = line;
+                while (*p == ' ' || *p == '\t') p++;
+                if (!*p) continue; /* leading blank lines decide nothing */
+                mode = *p == '{' ? 0 : 1;
+            }
+            if (mode == 0) {
+                const char *p = line;
+                while (*p == ' ' || *p == '\t') p++;
+                if (!*p) continue;
+                char *text = NULL, *id = NULL;
+                size_t tl = 0;
+                if (parse_record(line, (size_t)len, lineno, &text, &tl, &id, &err)) {
+                    fprintf(stderr, "donto-embed embed: %s\n", err.msg);
+                    rc = 1;
+                    break;
+                }
+                chunk_push(&c, text, tl, id);
+            } else {
+                char buf[32];
+                snprintf(buf, sizeof buf, "%zu", lineno - 1);
+                char *text = donto_xmalloc((size_t)len + 1);
+                memcpy(text, line, (size_t)len + 1);
+                chunk_push(&c, text, (size_t)len, donto_xstrdup(buf));
+            }
+        } else if (ferror(fi)) {
+            fprintf(stderr, "donto-embed embed: read error: %s\n", strerror(errno));
+            rc = 1;
+            break;
+        }
+        if (c.n && (eof || c.n >= (size_t)chunk_n)) {
+            vec = donto_xrealloc(vec, c.n * (size_t)dim * sizeof *vec);
+            donto_encode_stats st;
+            double t0 = donto_now();
+            if (donto_encoder_encode(enc, (const char *const *)c.text, c.len, c.n, vec, &st, &err)) {
+                fprintf(stderr, "donto-embed embed: %s\n", err.msg);
+                rc = 1;
+                break;
+            }
+            enc_s += donto_now() - t0;
+            items += c.n, tokens += st.tokens, truncated += st.truncated;
+            if (write_vectors(fo, fmt, &c, vec, dim)) {
+                fprintf(stderr, "donto-embed embed: write error: %s\n", strerror(errno));
+                rc = 1;
+                break;
+            }
+            chunk_clear(&c);
+            if (progress)
+                fprintf(stderr, "\rembedded %zu items  %.1f items/s  %.0f tokens/s   ", items,
+                        items / (enc_s > 0 ? enc_s : 1), tokens / (enc_s > 0 ? enc_s : 1));
+        }
+        if (eof) break;
+    }
+    if (progress) fputc('\n', stderr);
+    if (!rc && fmt == FMT_NPY && (fflush(fo) != 0 || fseek(fo, 0, SEEK_SET) != 0 || write_npy_header(fo, items, dim) != 0)) {
+        fprintf(stderr, "donto-embed embed: cannot finish the npy header: %s\n", strerror(errno));
+        rc = 1;
+    }
+    if (fo != stdout ? fclose(fo) != 0 : fflush(fo) != 0) {
+        if (!rc) fprintf(stderr, "donto-embed embed: write error: %s\n", strerror(errno));
+        rc = 1;
+    }
+    if (in) fclose(fi);
+    if (!rc && truncated && !quiet)
+        DLOG_WARN("%zu text(s) reached max_len and were truncated", truncated);
+    if (!rc && stats) {
+        fprintf(stderr,
+                "{\"items\":%zu,\"tokens\":%zu,\"seconds\":%.6f,\"items_per_s\":%.3f,"
+                "\"tokens_per_s\":%.1f,\"peak_rss_mb\":%.1f,\"precision\":\"%s\",\"threads\":%d,"
+                "\"wall_seconds\":%.3f}\n",
+                items, tokens, enc_s, enc_s > 0 ? items / enc_s : 0.0, enc_s > 0 ? tokens / enc_s : 0.0,
+                donto_peak_rss() / 1048576.0, donto_precision_name(eo.precision),
+                eo.threads > 0 ? eo.threads : donto_ncpu(), donto_now() - t_start);
+    }
+    chunk_clear(&c);
+    free(c.text), free(c.len), free(c.id);
+    free(vec);
+    free(line);
+    donto_encoder_close(enc);
+    return rc;
+}

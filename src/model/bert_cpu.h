@@ -1,0 +1,44 @@
+/*
+ * CPU forward pass of a BERT encoder over a packed batch.
+ *
+ * A batch is nseq sequences laid end to end: sequence s owns token rows
+ * [off[s], off[s+1]) of every activation matrix, so the dense layers run as
+ * one big GEMM over T = off[nseq] rows with no padding, and only attention
+ * looks at sequence boundaries.
+ */
+#ifndef DONTO_BERT_CPU_H
+#define DONTO_BERT_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "donto/model.h"
+
+/* Linear-layer backend: fp32 BLAS, or the int8 path (opaque, see encoder.c). */
+typedef struct bert_linear_ops {
+    /* Y[m, n] = X[m, k] W^T + b for layer l's matrix `which`
+     * (0 qkv, 1 attn_out, 2 ffn_in, 3 ffn_out); no bias added here. */
+    void (*gemm)(const void *ctx, int l, int which, const float *X, int m, float *Y, int nthreads,
+                 void *scratch);
+    const void *ctx;
+    size_t (*scratch_bytes)(const void *ctx, int m);
+} bert_linear_ops;
+
+/* Bytes of scratch memory bert_cpu_forward needs for T packed tokens whose
+ * longest sequence has maxlen tokens, run on nthreads threads. */
+size_t bert_cpu_scratch_bytes(const donto_bert_config *c, const bert_linear_ops *ops, int T,
+                              int maxlen, int nthreads);
+
+/* ids[T] packed, off[nseq+1]. Writes nseq pooled, L2-normalised vectors of
+ * c->hidden floats to out. pooling is a donto_pooling. */
+void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, int pooling,
+                      const int32_t *ids, const int *off, int nseq, float *out, void *scratch,
+                      size_t scratch_bytes, int nthreads);
+
+/* The fp32 linear backend (OpenBLAS). */
+void bert_fp32_ops(bert_linear_ops *ops, const donto_bert_weights *w);
+
+/* Vectorised math used by the forward pass, exposed for tests. */
+void bert_gelu_inplace(float *x, size_t n);           /* exact erf GELU */
+void bert_softmax_inplace(float *x, int n);
+#endif

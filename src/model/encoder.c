@@ -1,0 +1,206 @@
+/*
+ * The encoder: tokenizer + packed BERT forward + pooling.
+ *
+ * encode() works in chunks of texts: tokenize the chunk (in parallel), sort
+ * it by length, cut the sorted run into packed batches of at most
+ * batch_tokens tokens, run each batch, and scatter the vectors back to input
+ * order. Sorting keeps sequences of one batch similar in length, so the
+ * attention work splits evenly over threads; packing means no padding token
+ * is ever computed.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "donto/encoder.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/bert_cpu.h"
+#include "model/quant.h"
+
+#define CHUNK_TEXTS 2048
+
+struct donto_encoder {
+    donto_bert_weights *w;
+    donto_tokenizer *tok;
+    donto_encoder_opts o;
+    int pooling;
+    bert_linear_ops ops;
+    bert_quant *quant; /* int8 path, or NULL */
+};
+
+void donto_encoder_default_opts(donto_encoder_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->precision = DONTO_PREC_FP32;
+    o->pooling = -1;
+}
+
+int donto_precision_parse(const char *s) {
+    if (!strcmp(s, "fp32")) return DONTO_PREC_FP32;
+    if (!strcmp(s, "int8")) return DONTO_PREC_INT8;
+    return -1;
+}
+
+const char *donto_precision_name(donto_precision p) { return p == DONTO_PREC_INT8 ? "int8" : "fp32"; }
+
+int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_encoder **out,
+                       donto_err *err) {
+    *out = NULL;
+    donto_encoder *e = donto_xcalloc(1, sizeof *e);
+    if (opts) e->o = *opts;
+    else donto_encoder_default_opts(&e->o);
+    if (e->o.threads <= 0) e->o.threads = donto_ncpu();
+    if (e->o.batch_tokens <= 0) e->o.batch_tokens = 4096;
+    if (donto_bert_load(dir, &e->w, err)) goto fail;
+    const donto_bert_config *c = &e->w->cfg;
+    if (e->o.max_len <= 0 || e->o.max_len > c->max_position) e->o.max_len = c->max_position;
+    if (e->o.max_len < 2) e->o.max_len = 2;
+    if (e->o.batch_tokens < e->o.max_len) e->o.batch_tokens = e->o.max_len;
+    e->pooling = e->o.pooling >= 0 ? e->o.pooling : (int)c->pooling;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vocab.txt", dir);
+    if (donto_tokenizer_open(path, NULL, &e->tok, err)) goto fail;
+    if (donto_tokenizer_vocab_size(e->tok) != c->vocab_size) {
+        donto_seterr(err, "%s: vocab.txt has %d entries, config.json says vocab_size %d", dir,
+                     donto_tokenizer_vocab_size(e->tok), c->vocab_size);
+        goto fail;
+    }
+    if (e->o.precision == DONTO_PREC_INT8) {
+        if (bert_quant_init(&e->quant, e->w, err)) goto fail;
+        bert_quant_ops(&e->ops, e->quant);
+    } else {
+        bert_fp32_ops(&e->ops, e->w);
+    }
+    /* Parallelism is ours (OpenMP over row blocks); each BLAS call is one
+     * block and must not spawn threads of its own. */
+    openblas_set_num_threads(1);
+    *out = e;
+    return 0;
+fail:
+    donto_encoder_close(e);
+    return -1;
+}
+
+void donto_encoder_close(donto_encoder *e) {
+    if (!e) return;
+    bert_quant_free(e->quant);
+    donto_tokenizer_close(e->tok);
+    donto_bert_free(e->w);
+    free(e);
+}
+
+int donto_encoder_dim(const donto_encoder *e) { return e->w->cfg.hidden; }
+const donto_tokenizer *donto_encoder_tokenizer(const donto_encoder *e) { return e->tok; }
+const donto_bert_config *donto_encoder_config(const donto_encoder *e) { return &e->w->cfg; }
+
+typedef struct {
+    int len, idx;
+} len_idx;
+
+static int cmp_len(const void *a, const void *b) {
+    const len_idx *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx; /* stable: deterministic batches */
+}
+
+/* Run sequences ids[i] (ntok[i]) i < n through the model, rows to out. */
+static int run_sorted(donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
+                      float *out, donto_err *err) {
+    const int H = e->w->cfg.hidden, V = e->w->cfg.vocab_size;
+    len_idx *ord = malloc(n * sizeof *ord);
+    if (!ord) return donto_seterr(err, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (ntok[i] < 1 || ntok[i] > e->o.max_len) {
+            free(ord);
+            return donto_seterr(err, "sequence %zu has %d tokens (allowed 1..%d)", i, ntok[i], e->o.max_len);
+        }
+        for (int t = 0; t < ntok[i]; t++)
+            if (ids[i][t] < 0 || ids[i][t] >= V) {
+                free(ord);
+                return donto_seterr(err, "sequence %zu: token id %d outside the vocabulary", i, ids[i][t]);
+            }
+        ord[i] = (len_idx){ntok[i], (int)i};
+    }
+    qsort(ord, n, sizeof *ord, cmp_len);
+    const int budget = e->o.batch_tokens, nt = e->o.threads;
+    size_t maxseq = (size_t)budget; /* every sequence has >= 1 token */
+    if (maxseq > n) maxseq = n;
+    size_t sbytes = bert_cpu_scratch_bytes(&e->w->cfg, &e->ops, budget, e->o.max_len, nt);
+    void *scratch = donto_aligned_alloc(sbytes);
+    int32_t *packed = malloc((size_t)budget * sizeof *packed);
+    int *off = malloc((maxseq + 1) * sizeof *off);
+    float *vec = malloc(maxseq * (size_t)H * sizeof *vec);
+    int rc = 0;
+    if (!scratch || !packed || !off || !vec) {
+        rc = donto_seterr(err, "out of memory for a %d-token batch (%zu bytes of scratch)", budget, sbytes);
+        goto out;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        int T = 0, ns = 0;
+        off[0] = 0;
+        while (j < n && (ns == 0 || T + ord[j].len <= budget)) {
+            memcpy(packed + T, ids[ord[j].idx], (size_t)ord[j].len * sizeof *packed);
+            T += ord[j].len;
+            off[++ns] = T;
+            j++;
+        }
+        bert_cpu_forward(e->w, &e->ops, e->pooling, packed, off, ns, vec, scratch, sbytes, nt);
+        for (int s = 0; s < ns; s++)
+            memcpy(out + (size_t)ord[i + (size_t)s].idx * H, vec + (size_t)s * H, (size_t)H * sizeof *vec);
+        i = j;
+    }
+out:
+    free(scratch);
+    free(packed);
+    free(off);
+    free(vec);
+    free(ord);
+    return rc;
+}
+
+int donto_encoder_encode_ids(donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
+                             float *out, donto_err *err) {
+    if (n == 0) return 0;
+    return run_sorted(e, ids, ntok, n, out, err);
+}
+
+int donto_encoder_encode(donto_encoder *e, const char *const *texts, const size_t *lens, size_t n,
+                         float *out, donto_encode_stats *stats, donto_err *err) {
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (n == 0) return 0;
+    const int ml = e->o.max_len, H = e->w->cfg.hidden;
+    size_t chunk = n < CHUNK_TEXTS ? n : CHUNK_TEXTS;
+    int32_t *idbuf = malloc(chunk * (size_t)ml * sizeof *idbuf);
+    int32_t **ptr = malloc(chunk * sizeof *ptr);
+    int *ntok = malloc(chunk * sizeof *ntok);
+    int rc = 0;
+    if (!idbuf || !ptr || !ntok) {
+        rc = donto_seterr(err, "out of memory tokenizing %zu texts", chunk);
+        goto out;
+    }
+    for (size_t c0 = 0; c0 < n; c0 += chunk) {
+        size_t m = n - c0 < chunk ? n - c0 : chunk;
+        size_t tokens = 0, truncated = 0;
+#pragma omp parallel for num_threads(e->o.threads) schedule(dynamic, 16) reduction(+ : tokens, truncated)
+        for (size_t i = 0; i < m; i++) {
+            const char *t = texts[c0 + i];
+            size_t len = lens ? lens[c0 + i] : (t ? strlen(t) : 0);
+            ptr[i] = idbuf + i * (size_t)ml;
+            ntok[i] = donto_tokenizer_encode(e->tok, t ? t : "", t ? len : 0, ptr[i], ml);
+            tokens += (size_t)ntok[i];
+            /* A text that filled max_len may have been cut; count it so the
+             * caller can tell the user (exact only up to that ambiguity). */
+            truncated += ntok[i] == ml;
+        }
+        if (stats) stats->tokens += tokens, stats->truncated += truncated;
+        rc = run_sorted(e, (const int32_t *const *)ptr, ntok, m, out + c0 * (size_t)H, err);
+        if (rc) break;
+    }
+out:
+    free(idbuf);
+    free(ptr);
+    free(ntok);
+    return rc;
+}

@@ -1,0 +1,286 @@
+/* Loader and encoder tests on tiny generated models: every bad-file case
+ * gives a clear error naming what is wrong, and the encoder's outputs are
+ * finite, normalised, deterministic and independent of batching. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "donto/encoder.h"
+#include "donto/model.h"
+#include "model/bert_cpu.h"
+#include "tinybert.h"
+
+static char root[256];
+
+static const char *mkmodel(const char *name, const tiny_spec *s) {
+    static char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    if (tiny_write(dir, s) != 0) {
+        fprintf(stderr, "cannot write %s\n", dir);
+        exit(1);
+    }
+    return dir;
+}
+
+/* Load must fail and the message must contain `needle`. */
+static void expect_load_error(const char *dir, const char *needle) {
+    donto_bert_weights *w = NULL;
+    donto_err err = {{0}};
+    int rc = donto_bert_load(dir, &w, &err);
+    CHECK(rc == -1 && w == NULL, "load of %s should fail", dir);
+    CHECK_STR_CONTAINS(err.msg, needle);
+    donto_bert_free(w);
+}
+
+static void truncate_file(const char *dir, const char *file, long keep) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    if (truncate(p, keep) != 0) perror(p);
+}
+
+static void write_text(const char *dir, const char *file, const char *text) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    FILE *f = fopen(p, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_bad_files(void) {
+    tiny_spec s;
+    tiny_default(&s);
+    const char *d;
+
+    expect_load_error("/nonexistent/model", "/nonexistent/model/config.json");
+
+    d = mkmodel("ok", &s);
+    donto_bert_weights *w = NULL;
+    donto_err err = {{0}};
+    CHECK(donto_bert_load(d, &w, &err) == 0, "good tiny model: %s", err.msg);
+    if (w) {
+        CHECK_EQ_INT(w->cfg.hidden, 16);
+        CHECK_EQ_INT(w->cfg.layers, 2);
+        CHECK_EQ_INT(w->cfg.pooling, DONTO_POOL_CLS); /* no 1_Pooling: CLS */
+    }
+    donto_bert_free(w);
+
+    d = mkmodel("trunc", &s);
+    truncate_file(d, "model.safetensors", 3000);
+    expect_load_error(d, "truncated");
+
+    d = mkmodel("tiny", &s);
+    truncate_file(d, "model.safetensors", 5);
+    expect_load_error(d, "too short");
+
+    d = mkmodel("hdr", &s);
+    {
+        char p[600];
+        snprintf(p, sizeof p, "%s/model.safetensors", d);
+        FILE *f = fopen(p, "r+b");
+        unsigned char big[8] = {0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0};
+        fwrite(big, 1, 8, f);
+        fclose(f);
+    }
+    expect_load_error(d, "header length");
+
+    d = mkmodel("garbage", &s);
+    {
+        char p[600];
+        snprintf(p, sizeof p, "%s/model.safetensors", d);
+        FILE *f = fopen(p, "wb");
+        fwrite("\x10\0\0\0\0\0\0\0not json at all!", 1, 24, f);
+        fclose(f);
+    }
+    expect_load_error(d, "not a JSON object");
+
+    s.skip = "encoder.layer.1.output.dense.bias";
+    d = mkmodel("missing", &s);
+    expect_load_error(d, "missing tensor encoder.layer.1.output.dense.bias");
+    s.skip = NULL;
+
+    s.badshape = "encoder.layer.0.intermediate.dense.weight";
+    d = mkmodel("shape", &s);
+    expect_load_error(d, "encoder.layer.0.intermediate.dense.weight has shape [33,16], config.json implies [32,16]");
+    s.badshape = NULL;
+
+    s.act = "gelu_new";
+    d = mkmodel("act", &s);
+    expect_load_error(d, "hidden_act \"gelu_new\" is not supported");
+    s.act = "gelu";
+
+    s.heads = 5;
+    d = mkmodel("heads", &s);
+    expect_load_error(d, "not a multiple of num_attention_heads");
+    s.heads = 4;
+
+    s.nan_in_qkv = 1;
+    d = mkmodel("nan", &s);
+    expect_load_error(d, "non-finite");
+    s.nan_in_qkv = 0;
+
+    d = mkmodel("cfg", &s);
+    write_text(d, "config.json", "{\"hidden_size\": 16,");
+    expect_load_error(d, "invalid JSON");
+    write_text(d, "config.json", "{\"hidden_size\": \"16\"}");
+    expect_load_error(d, "\"hidden_size\" must be an integer");
+    write_text(d, "config.json", "{\"model_type\":\"gpt2\"}");
+    expect_load_error(d, "model_type \"gpt2\" is not supported");
+
+    d = mkmodel("pool", &s);
+    {
+        char p[600];
+        snprintf(p, sizeof p, "%s/1_Pooling", d);
+        mkdir(p, 0755);
+    }
+    write_text(d, "1_Pooling/config.json", "{\"pooling_mode_max_tokens\": true}");
+    expect_load_error(d, "pooling_mode");
+
+    /* Vocabulary size must agree with config.json. */
+    s.vocab_extra = 3;
+    d = mkmodel("vocab", &s);
+    donto_encoder *enc = NULL;
+    CHECK(donto_encoder_open(d, NULL, &enc, &err) == -1, "vocab mismatch must fail");
+    CHECK_STR_CONTAINS(err.msg, "vocab.txt has 27 entries, config.json says vocab_size 24");
+    donto_encoder_close(enc);
+    s.vocab_extra = 0;
+
+    /* "bert." prefixed names and F16 tensors load and give the same vectors
+     * (F16 within its rounding). */
+    s.prefix = "bert.";
+    d = mkmodel("prefix", &s);
+    CHECK(donto_bert_load(d, &w, &err) == 0, "bert. prefix: %s", err.msg);
+    donto_bert_free(w);
+    s.prefix = "";
+}
+
+static double cosine(const float *a, const float *b, int n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int i = 0; i < n; i++) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
+    return ab / sqrt(aa * bb);
+}
+
+static void test_encoder(void) {
+    static const char *texts[] = {"hello world", "the quick brown fox", "a dog is a kind of animal.",
+                                  "", "cat", "running dogs, running cats - the animal kind of run",
+                                  "unknownword zzz", "the the the the the the the the the the the the"};
+    const int n = (int)(sizeof texts / sizeof *texts);
+    for (int pool = 0; pool < 2; pool++) {
+        tiny_spec s;
+        tiny_default(&s);
+        s.pooling = pool;
+        const char *d = mkmodel(pool ? "enc_mean" : "enc_cls", &s);
+        donto_err err = {{0}};
+        donto_encoder_opts o;
+        donto_encoder_default_opts(&o);
+        o.threads = 2;
+        o.batch_tokens = 16; /* force several batches */
+        donto_encoder *enc;
+        if (donto_encoder_open(d, &o, &enc, &err)) {
+            CHECK(0, "open: %s", err.msg);
+            return;
+        }
+        const int H = donto_encoder_dim(enc);
+        CHECK_EQ_INT(H, 16);
+        float *all = calloc((size_t)n * H, 4), *one = calloc((size_t)H, 4), *again = calloc((size_t)n * H, 4);
+        donto_encode_stats st;
+        CHECK(donto_encoder_encode(enc, texts, NULL, (size_t)n, all, &st, &err) == 0, "encode: %s", err.msg);
+        CHECK(st.tokens > (size_t)n * 2, "tokens counted: %zu", st.tokens);
+        for (int i = 0; i < n; i++) {
+            double nn = 0;
+            for (int k = 0; k < H; k++) {
+                CHECK(isfinite(all[i * H + k]), "finite");
+                nn += (double)all[i * H + k] * all[i * H + k];
+            }
+            CHECK(fabs(nn - 1.0) < 1e-5, "text %d norm^2 %g", i, nn);
+            /* one at a time == in a batch */
+            CHECK(donto_encoder_encode(enc, &texts[i], NULL, 1, one, NULL, &err) == 0, "%s", err.msg);
+            CHECK(cosine(one, all + i * H, H) > 0.999999, "batching changes text %d: cos %.9f", i,
+                  cosine(one, all + i * H, H));
+        }
+        /* deterministic */
+        CHECK(donto_encoder_encode(enc, texts, NULL, (size_t)n, again, NULL, &err) == 0, "%s", err.msg);
+        CHECK(memcmp(all, again, (size_t)n * H * 4) == 0, "two runs differ");
+        /* different texts give different vectors */
+        CHECK(cosine(all, all + 1 * H, H) < 0.9999, "texts 0 and 1 collapse");
+        /* bad ids are refused, not read out of bounds */
+        int32_t bad[] = {2, 9999, 3};
+        const int32_t *bp = bad;
+        int nb = 3;
+        CHECK(donto_encoder_encode_ids(enc, &bp, &nb, 1, one, &err) == -1, "bad id accepted");
+        CHECK_STR_CONTAINS(err.msg, "outside the vocabulary");
+        int32_t longseq[100];
+        for (int i = 0; i < 100; i++) longseq[i] = 5;
+        const int32_t *lp = longseq;
+        int nl = 100;
+        CHECK(donto_encoder_encode_ids(enc, &lp, &nl, 1, one, &err) == -1, "over-long sequence accepted");
+        /* a text longer than max_position is truncated, not an error */
+        char big[2000];
+        for (int i = 0; i < 1990; i += 4) memcpy(big + i, "dog ", 4);
+        big[1990] = 0;
+        const char *bt = big;
+        CHECK(donto_encoder_encode(enc, &bt, NULL, 1, one, &st, &err) == 0, "long text: %s", err.msg);
+        CHECK_EQ_INT(st.truncated, 1);
+        CHECK_EQ_INT(st.tokens, 64);
+        free(all), free(one), free(again);
+        donto_encoder_close(enc);
+
+        /* one thread == two threads (within float reassociation) */
+        o.threads = 1;
+        o.batch_tokens = 0;
+        CHECK(donto_encoder_open(d, &o, &enc, &err) == 0, "%s", err.msg);
+        float *t1 = calloc((size_t)n * H, 4);
+        donto_encoder_encode(enc, texts, NULL, (size_t)n, t1, NULL, &err);
+        donto_encoder_close(enc);
+        o.threads = 2;
+        CHECK(donto_encoder_open(d, &o, &enc, &err) == 0, "%s", err.msg);
+        float *t2 = calloc((size_t)n * H, 4);
+        donto_encoder_encode(enc, texts, NULL, (size_t)n, t2, NULL, &err);
+        donto_encoder_close(enc);
+        for (int i = 0; i < n; i++)
+            CHECK(cosine(t1 + i * H, t2 + i * H, H) > 0.999999, "threads change text %d", i);
+        free(t1), free(t2);
+    }
+}
+
+static void test_math(void) {
+    /* GELU against double erf over [-10, 10]. */
+    enum { N = 4003 };
+    static float x[N];
+    double maxerr = 0;
+    for (int i = 0; i < N; i++) x[i] = -10.0f + 20.0f * (float)i / (N - 1);
+    static float y[N];
+    memcpy(y, x, sizeof x);
+    bert_gelu_inplace(y, N);
+    for (int i = 0; i < N; i++) {
+        double r = 0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0)));
+        double e = fabs(y[i] - r);
+        if (e > maxerr) maxerr = e;
+    }
+    CHECK(maxerr < 2e-6, "gelu max abs err %g", maxerr);
+    /* softmax sums to 1 and matches double */
+    float s[37];
+    double ref[37], sum = 0;
+    for (int i = 0; i < 37; i++) s[i] = (float)(i % 7) * 1.5f - 3.0f;
+    for (int i = 0; i < 37; i++) sum += exp((double)s[i]);
+    for (int i = 0; i < 37; i++) ref[i] = exp((double)s[i]) / sum;
+    bert_softmax_inplace(s, 37);
+    double m = 0;
+    for (int i = 0; i < 37; i++) m = fmax(m, fabs(s[i] - ref[i]));
+    CHECK(m < 1e-6, "softmax err %g", m);
+}
+
+int main(void) {
+    snprintf(root, sizeof root, "/tmp/donto-test-model-%d", (int)getpid());
+    mkdir(root, 0755);
+    test_bad_files();
+    test_encoder();
+    test_math();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
+    return check_report("test_model");
+}
