@@ -12,6 +12,7 @@ static void usage(FILE *f) {
             "\n"
             "commands:\n"
             "  embed          embed texts (JSONL or lines) into vectors\n"
+            "  search         exact semantic search over vectors written by embed\n"
             "  model fetch    download the model from the Hugging Face hub (SHA-256 checked)\n"
             "  version        print the version\n"
             "\n"
@@ -25,6 +26,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "embed")) return donto_embed_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "search")) return donto_search_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "model")) {
         if (argc >= 3 && !strcmp(argv[2], "fetch")) return donto_model_fetch_main(argc - 2, argv + 2);
         fprintf(stderr, "usage: donto-embed model fetch [--dir D] [--help]\n");

@@ -11,6 +11,7 @@ extern "C" {
 #endif
 
 int donto_embed_cmd(int argc, char **argv);
+int donto_search_cmd(int argc, char **argv);
 
 #ifdef __cplusplus
 }
