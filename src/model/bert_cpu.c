@@ -183,6 +183,32 @@ typedef struct {
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* Sequences at least this long run attention as two small GEMMs per head
+ * (scores = Q K^T, ctx = P V); shorter ones use the direct loops, where a
+ * BLAS call would cost more than the arithmetic. */
+#define ATTN_GEMM_MIN 48
+
+/* Per-thread attention scratch in floats: K^T + one score row for the
+ * loops, or a full len x len score block for the GEMM form. */
+static size_t attn_floats(int D, int maxlen) {
+    size_t loops = (size_t)(D + 1) * (size_t)(maxlen + 16);
+    size_t gemm = (size_t)maxlen * (size_t)maxlen;
+    return align64((loops > gemm ? loops : gemm) * 4) / 4;
+}
+
+/* All queries of one (sequence, head) through BLAS: S[len,len] = Q K^T * scale,
+ * row softmax, CTX[len,D] = S V. Q, K, V are strided views into QKV. */
+static void attend_gemm(const float *qkv, int H, int D, int h, int o, int len, float *ctx,
+                        float *S) {
+    const int ld = 3 * H;
+    const float *Q = qkv + (size_t)o * ld + h * D, *K = Q + H, *V = Q + 2 * H;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, D, 1.0f / sqrtf((float)D), Q, ld,
+                K, ld, 0.0f, S, len);
+    for (int i = 0; i < len; i++) bert_softmax_inplace(S + (size_t)i * len, len);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, D, len, 1.0f, S, len, V, ld, 0.0f,
+                ctx + (size_t)o * H + h * D, H);
+}
+
 size_t bert_cpu_scratch_bytes(const donto_bert_config *c, const bert_linear_ops *ops, int T,
                               int maxlen, int nthreads) {
     const int H = c->hidden, FF = c->intermediate, D = H / c->heads;
@@ -191,7 +217,7 @@ size_t bert_cpu_scratch_bytes(const donto_bert_config *c, const bert_linear_ops 
     b += align64((size_t)T * H * 4);                        /* x */
     b += align64((size_t)T * H * 4);                        /* ctx */
     b += align64((size_t)T * (wide > H ? wide : H) * 4);    /* big */
-    b += align64((size_t)nthreads * (D + 1) * (maxlen + 16) * 4); /* attention scratch */
+    b += align64((size_t)nthreads * attn_floats(D, maxlen) * 4); /* attention scratch */
     b += align64(ops->scratch_bytes(ops->ctx, T));
     return b;
 }
@@ -205,7 +231,7 @@ static bufs carve(const donto_bert_config *c, const bert_linear_ops *ops, int T,
     b.x = (float *)p, p += align64((size_t)T * H * 4);
     b.ctx = (float *)p, p += align64((size_t)T * H * 4);
     b.big = (float *)p, p += align64((size_t)T * (wide > H ? wide : H) * 4);
-    b.attn = (float *)p, p += align64((size_t)nthreads * (D + 1) * (maxlen + 16) * 4);
+    b.attn = (float *)p, p += align64((size_t)nthreads * attn_floats(D, maxlen) * 4);
     b.lin = p;
     (void)ops;
     return b;
@@ -222,7 +248,7 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
         if (off[s + 1] - off[s] > maxlen) maxlen = off[s + 1] - off[s];
     (void)scratch_bytes;
     bufs b = carve(c, ops, T, maxlen, nthreads, scratch);
-    const size_t attn_stride = (size_t)(D + 1) * (maxlen + 16);
+    const size_t attn_stride = attn_floats(D, maxlen);
 
     /* Embeddings + LayerNorm: X[t] = LN(word[id] + pos[t - off[s]] + type[0]). */
 #pragma omp parallel for num_threads(nthreads) schedule(static)
@@ -252,7 +278,9 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
         for (int sh = 0; sh < nseq * NH; sh++) {
             int s = sh / NH, h = sh % NH, o = off[s], len = off[s + 1] - off[s];
             float *kt = b.attn + (size_t)omp_get_thread_num() * attn_stride;
-            if (last_cls)
+            if (!last_cls && len >= ATTN_GEMM_MIN)
+                attend_gemm(b.big, H, D, h, o, len, b.ctx, kt);
+            else if (last_cls)
                 attend_one(b.big, H, D, h, o, len, 0, 1, b.ctx + (size_t)s * H, H, kt,
                            kt + (size_t)D * (maxlen + 16));
             else
