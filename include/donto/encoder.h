@@ -29,7 +29,7 @@ extern "C" {
 
 typedef enum {
     DONTO_PREC_FP32 = 0, /* reference path: fp32 through BLAS */
-    DONTO_PREC_INT8 = 1, /* fast path: int8 weights, dynamic int8 activations */
+    DONTO_PREC_INT16 = 1, /* fast path: 12-bit weights x 13-bit per-row activations in int16 lanes (AVX2 vpmaddwd) */
 } donto_precision;
 
 typedef struct donto_encoder_opts {
@@ -69,7 +69,7 @@ int donto_encoder_encode(donto_encoder *enc, const char *const *texts, const siz
 int donto_encoder_encode_ids(donto_encoder *enc, const int32_t *const *ids, const int *ntok,
                              size_t n, float *out, donto_err *err);
 
-/* "fp32" / "int8" -> precision; -1 when unknown. */
+/* "fp32" / "int16" -> precision; -1 when unknown. */
 int donto_precision_parse(const char *s);
 const char *donto_precision_name(donto_precision p);
 

@@ -37,7 +37,7 @@ static void usage(FILE *f) {
             "  --out FILE         output (default: stdout)\n"
             "  --format F         jsonl (default) | npy | f32\n"
             "  --threads N        worker threads (default: all CPUs)\n"
-            "  --precision P      fp32 (default, reference) | int8 (fast path)\n"
+            "  --precision P      fp32 (default, reference) | int16 (fast path)\n"
             "  --max-len N        tokens per text incl. [CLS]/[SEP] (default: model max, 512)\n"
             "  --batch-tokens N   tokens per packed forward batch (default 4096)\n"
             "  --chunk N          texts read and encoded per round (default 8192)\n"
@@ -161,7 +161,7 @@ int donto_embed_cmd(int argc, char **argv) {
         case 'p': {
             int p = donto_precision_parse(optarg);
             if (p < 0) {
-                fprintf(stderr, "donto-embed embed: unknown --precision '%s' (fp32|int8)\n", optarg);
+                fprintf(stderr, "donto-embed embed: unknown --precision '%s' (fp32|int16)\n", optarg);
                 return 2;
             }
             eo.precision = (donto_precision)p;

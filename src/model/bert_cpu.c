@@ -48,10 +48,19 @@ void bert_gelu_inplace(float *x, size_t n) {
 }
 
 void bert_softmax_inplace(float *x, int n) {
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
     int i = 0;
-    float sum = 0;
+    float mx = -INFINITY, sum = 0;
+#ifdef __AVX2__
+    /* Explicit vector max: without -ffast-math the compiler will not
+     * vectorise a float max reduction, and this runs once per score row. */
+    __m256 vmx = _mm256_set1_ps(-INFINITY);
+    for (; i + 8 <= n; i += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(x + i));
+    float t[8];
+    _mm256_storeu_ps(t, vmx);
+    for (int k = 0; k < 8; k++) mx = t[k] > mx ? t[k] : mx;
+#endif
+    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    i = 0;
 #ifdef __AVX2__
     __m256 vm = _mm256_set1_ps(mx), vs = _mm256_setzero_ps();
     for (; i + 8 <= n; i += 8) {
@@ -59,7 +68,6 @@ void bert_softmax_inplace(float *x, int n) {
         _mm256_storeu_ps(x + i, e);
         vs = _mm256_add_ps(vs, e);
     }
-    float t[8];
     _mm256_storeu_ps(t, vs);
     for (int k = 0; k < 8; k++) sum += t[k];
 #endif
@@ -67,8 +75,13 @@ void bert_softmax_inplace(float *x, int n) {
         x[i] = expf(x[i] - mx);
         sum += x[i];
     }
-    float inv = 1.0f / sum;
-    for (i = 0; i < n; i++) x[i] *= inv;
+    const float inv = 1.0f / sum;
+    i = 0;
+#ifdef __AVX2__
+    const __m256 vi = _mm256_set1_ps(inv);
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
+#endif
+    for (; i < n; i++) x[i] *= inv;
 }
 
 /* y = LN(x + r + b) * g + beta, row of n; r and b may be NULL. In place in x. */
@@ -96,35 +109,31 @@ static void add_layernorm_row(float *x, const float *r, const float *b, const fl
 
 /* ---------- fp32 linear backend ---------- */
 
-typedef struct {
-    const donto_bert_weights *w;
-} fp32_ctx;
-
-static void fp32_gemm(const void *vctx, int l, int which, const float *X, int m, float *Y,
-                      int nthreads, void *scratch) {
-    (void)scratch;
-    const donto_bert_weights *w = (const donto_bert_weights *)vctx;
+/* Weight and bias of layer l's matrix `which`, with its shape. */
+static void layer_matrix(const donto_bert_weights *w, int l, int which, const float **W,
+                         const float **bias, int *n, int *k) {
     const donto_bert_layer *L = &w->layer[l];
     const int H = w->cfg.hidden, FF = w->cfg.intermediate;
-    const float *W;
-    int n, k;
     switch (which) {
-    case 0: W = L->qkv_w, n = 3 * H, k = H; break;
-    case 1: W = L->attn_out_w, n = H, k = H; break;
-    case 2: W = L->ffn_in_w, n = FF, k = H; break;
-    default: W = L->ffn_out_w, n = H, k = FF; break;
+    case 0: *W = L->qkv_w, *bias = L->qkv_b, *n = 3 * H, *k = H; break;
+    case 1: *W = L->attn_out_w, *bias = L->attn_out_b, *n = H, *k = H; break;
+    case 2: *W = L->ffn_in_w, *bias = L->ffn_in_b, *n = FF, *k = H; break;
+    default: *W = L->ffn_out_w, *bias = L->ffn_out_b, *n = H, *k = FF; break;
     }
-    /* Split rows into one block per thread (multiples of 16 keep OpenBLAS's
-     * micro-kernels full); tiny m runs on one thread. */
-    int nb = m >= 64 ? nthreads : 1;
-#pragma omp parallel for num_threads(nb) schedule(static) if (nb > 1)
-    for (int b = 0; b < nb; b++) {
-        int per = ((m + nb - 1) / nb + 15) & ~15;
-        int r0 = b * per, r1 = r0 + per > m ? m : r0 + per;
-        if (r1 > r0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, n, k, 1.0f,
-                        X + (size_t)r0 * k, k, W, k, 0.0f, Y + (size_t)r0 * n, n);
+}
+
+static void fp32_gemm(const void *vctx, int l, int which, const float *X, int m, float *Y,
+                      int add_bias, void *scratch) {
+    (void)scratch;
+    const float *W, *bias;
+    int n, k;
+    layer_matrix((const donto_bert_weights *)vctx, l, which, &W, &bias, &n, &k);
+    if (add_bias) {
+        /* Seed Y with the bias and let sgemm accumulate onto it (beta = 1). */
+        for (int r = 0; r < m; r++) memcpy(Y + (size_t)r * n, bias, (size_t)n * sizeof *Y);
     }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, X, k, W, k,
+                add_bias ? 1.0f : 0.0f, Y, n);
 }
 
 static size_t fp32_scratch(const void *ctx, int m) {
@@ -177,11 +186,16 @@ static void attend_one(const float *qkv, int H, int D, int h, int o, int len, in
 /* ---------- the forward pass ---------- */
 
 typedef struct {
-    float *x, *ctx, *big, *attn; /* attn: per-thread [D*maxlen + maxlen] */
-    void *lin;                   /* linear backend scratch */
+    float *x, *ctx, *big, *attn; /* attn: per-thread attn_floats() */
+    char *lin;                   /* per-thread linear backend scratch */
+    size_t lin_stride;
 } bufs;
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Rows of an M-row GEMM that one of nt threads takes: a multiple of 16 so
+ * the BLAS micro-kernels run full. */
+static int rows_per_thread(int M, int nt) { return ((M + nt - 1) / nt + 15) & ~15; }
 
 /* Sequences at least this long run attention as two small GEMMs per head
  * (scores = Q K^T, ctx = P V); shorter ones use the direct loops, where a
@@ -218,7 +232,7 @@ size_t bert_cpu_scratch_bytes(const donto_bert_config *c, const bert_linear_ops 
     b += align64((size_t)T * H * 4);                        /* ctx */
     b += align64((size_t)T * (wide > H ? wide : H) * 4);    /* big */
     b += align64((size_t)nthreads * attn_floats(D, maxlen) * 4); /* attention scratch */
-    b += align64(ops->scratch_bytes(ops->ctx, T));
+    b += (size_t)nthreads * align64(ops->scratch_bytes(ops->ctx, rows_per_thread(T, nthreads)));
     return b;
 }
 
@@ -233,8 +247,38 @@ static bufs carve(const donto_bert_config *c, const bert_linear_ops *ops, int T,
     b.big = (float *)p, p += align64((size_t)T * (wide > H ? wide : H) * 4);
     b.attn = (float *)p, p += align64((size_t)nthreads * attn_floats(D, maxlen) * 4);
     b.lin = p;
-    (void)ops;
+    b.lin_stride = align64(ops->scratch_bytes(ops->ctx, rows_per_thread(T, nthreads)));
     return b;
+}
+
+enum { EPI_NONE, EPI_GELU, EPI_ADD_LN };
+
+/* Y[M,n] = X W^T + b for layer l's matrix `which`, then a row-local
+ * epilogue, in ONE parallel region: each thread multiplies its own row block
+ * and finishes those rows at once (GELU in place, or X = LN(X + Y)) while
+ * they are still in cache, with no barrier between GEMM and epilogue. */
+static void linear(const bert_linear_ops *ops, int l, int which, const float *X, int k, int M,
+                   float *Y, int n, int epi, float *resid, const float *g, const float *beta, float eps,
+                   const bufs *b, int nthreads) {
+    const int H = n; /* for EPI_ADD_LN the output width is the hidden size */
+    int nt = M >= 32 ? nthreads : 1;
+    int per = rows_per_thread(M, nt);
+    nt = (M + per - 1) / per; /* no idle thread when rounding ate a block */
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int tid = omp_get_thread_num();
+        int r0 = tid * per, r1 = r0 + per > M ? M : r0 + per;
+        if (r1 > r0) {
+            ops->gemm(ops->ctx, l, which, X + (size_t)r0 * k, r1 - r0,
+                      Y + (size_t)r0 * n, 1, b->lin + (size_t)tid * b->lin_stride);
+            for (int r = r0; r < r1; r++) {
+                float *y = Y + (size_t)r * n;
+                if (epi == EPI_GELU) bert_gelu_inplace(y, (size_t)n);
+                else if (epi == EPI_ADD_LN)
+                    add_layernorm_row(resid + (size_t)r * H, y, NULL, g, beta, H, eps);
+            }
+        }
+    }
 }
 
 void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, int pooling,
@@ -266,15 +310,9 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
         const donto_bert_layer *L = &w->layer[l];
         const int last_cls = (l == c->layers - 1) && pooling == DONTO_POOL_CLS;
         /* QKV[T,3H] = X Wqkv^T + b */
-        ops->gemm(ops->ctx, l, 0, b.x, T, b.big, nthreads, b.lin);
-#pragma omp parallel for num_threads(nthreads) schedule(static)
-        for (int t = 0; t < T; t++) {
-            float *r = b.big + (size_t)t * 3 * H;
-#pragma omp simd
-            for (int i = 0; i < 3 * H; i++) r[i] += L->qkv_b[i];
-        }
+        linear(ops, l, 0, b.x, H, T, b.big, 3 * H, EPI_NONE, NULL, NULL, NULL, c->ln_eps, &b, nthreads);
         /* CTX = attention; for the CLS-only last layer, ctx row s = CLS of seq s. */
-#pragma omp parallel for num_threads(nthreads) schedule(dynamic, 4)
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
         for (int sh = 0; sh < nseq * NH; sh++) {
             int s = sh / NH, h = sh % NH, o = off[s], len = off[s + 1] - off[s];
             float *kt = b.attn + (size_t)omp_get_thread_num() * attn_stride;
@@ -296,26 +334,11 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
             M = nseq;
         }
         /* X = LN(X + CTX Wo^T + bo) */
-        ops->gemm(ops->ctx, l, 1, b.ctx, M, b.big, nthreads, b.lin);
-#pragma omp parallel for num_threads(nthreads) schedule(static)
-        for (int t = 0; t < M; t++)
-            add_layernorm_row(b.x + (size_t)t * H, b.big + (size_t)t * H, L->attn_out_b, L->ln1_g,
-                              L->ln1_b, H, c->ln_eps);
+        linear(ops, l, 1, b.ctx, H, M, b.big, H, EPI_ADD_LN, b.x, L->ln1_g, L->ln1_b, c->ln_eps, &b, nthreads);
         /* F = gelu(X W1^T + b1) */
-        ops->gemm(ops->ctx, l, 2, b.x, M, b.big, nthreads, b.lin);
-#pragma omp parallel for num_threads(nthreads) schedule(static)
-        for (int t = 0; t < M; t++) {
-            float *r = b.big + (size_t)t * FF;
-#pragma omp simd
-            for (int i = 0; i < FF; i++) r[i] += L->ffn_in_b[i];
-            bert_gelu_inplace(r, (size_t)FF);
-        }
+        linear(ops, l, 2, b.x, H, M, b.big, FF, EPI_GELU, NULL, NULL, NULL, c->ln_eps, &b, nthreads);
         /* X = LN(X + F W2^T + b2) */
-        ops->gemm(ops->ctx, l, 3, b.big, M, b.ctx, nthreads, b.lin);
-#pragma omp parallel for num_threads(nthreads) schedule(static)
-        for (int t = 0; t < M; t++)
-            add_layernorm_row(b.x + (size_t)t * H, b.ctx + (size_t)t * H, L->ffn_out_b, L->ln2_g,
-                              L->ln2_b, H, c->ln_eps);
+        linear(ops, l, 3, b.big, FF, M, b.ctx, H, EPI_ADD_LN, b.x, L->ln2_g, L->ln2_b, c->ln_eps, &b, nthreads);
     }
 
     /* Pooling + L2 normalisation. */

@@ -14,13 +14,16 @@
 
 #include "donto/model.h"
 
-/* Linear-layer backend: fp32 BLAS, or the int8 path (opaque, see encoder.c). */
+/* Linear-layer backend: fp32 BLAS, or the integer path (quant.c).
+ * The forward pass splits rows over its threads and calls gemm once per
+ * thread, so a backend is single-threaded and needs only its own scratch. */
 typedef struct bert_linear_ops {
-    /* Y[m, n] = X[m, k] W^T + b for layer l's matrix `which`
-     * (0 qkv, 1 attn_out, 2 ffn_in, 3 ffn_out); no bias added here. */
-    void (*gemm)(const void *ctx, int l, int which, const float *X, int m, float *Y, int nthreads,
+    /* Y[m, n] = X[m, k] W^T (+ bias when add_bias) for layer l's matrix
+     * `which` (0 qkv, 1 attn_out, 2 ffn_in, 3 ffn_out). */
+    void (*gemm)(const void *ctx, int l, int which, const float *X, int m, float *Y, int add_bias,
                  void *scratch);
     const void *ctx;
+    /* Scratch bytes one thread needs for an m-row call. */
     size_t (*scratch_bytes)(const void *ctx, int m);
 } bert_linear_ops;
 

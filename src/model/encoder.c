@@ -27,7 +27,7 @@ struct donto_encoder {
     donto_encoder_opts o;
     int pooling;
     bert_linear_ops ops;
-    bert_quant *quant; /* int8 path, or NULL */
+    bert_quant *quant; /* integer path, or NULL */
 };
 
 void donto_encoder_default_opts(donto_encoder_opts *o) {
@@ -38,11 +38,11 @@ void donto_encoder_default_opts(donto_encoder_opts *o) {
 
 int donto_precision_parse(const char *s) {
     if (!strcmp(s, "fp32")) return DONTO_PREC_FP32;
-    if (!strcmp(s, "int8")) return DONTO_PREC_INT8;
+    if (!strcmp(s, "int16")) return DONTO_PREC_INT16;
     return -1;
 }
 
-const char *donto_precision_name(donto_precision p) { return p == DONTO_PREC_INT8 ? "int8" : "fp32"; }
+const char *donto_precision_name(donto_precision p) { return p == DONTO_PREC_INT16 ? "int16" : "fp32"; }
 
 int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_encoder **out,
                        donto_err *err) {
@@ -66,7 +66,7 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
                      donto_tokenizer_vocab_size(e->tok), c->vocab_size);
         goto fail;
     }
-    if (e->o.precision == DONTO_PREC_INT8) {
+    if (e->o.precision == DONTO_PREC_INT16) {
         if (bert_quant_init(&e->quant, e->w, err)) goto fail;
         bert_quant_ops(&e->ops, e->quant);
     } else {

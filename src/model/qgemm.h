@@ -1,0 +1,83 @@
+/*
+ * Quantized GEMM for the encoder's Linear layers (private to the library).
+ *
+ *   Y[m, n] = X[m, k] * W^T + bias        (W row-major [n, k], as PyTorch)
+ *
+ * Weights are quantized once (per output row, symmetric) and packed into the
+ * micro-kernel's panel layout; activations are quantized per row (per token)
+ * on every call, symmetric, into caller-provided scratch.  The integer dot
+ * products are exact (int32 accumulators, flushed to fp32 every 256 k), so
+ * the only error is the rounding of X and W to their integer grids.
+ *
+ * Scheme ("int16 path"; the reasons are measured in qgemm.c's header):
+ *   activations: 13-bit symmetric per row, q = rint(x * 4095 / max|x_row|)
+ *   weights:     12-bit symmetric per output row, q = rint(w * 2047 / max|w_row|)
+ *   kernel:      AVX2 vpmaddwd (s16 x s16 -> pairwise s32) + vpaddd,
+ *                6 rows x 16 columns of int32 accumulators.
+ * Per-GEMM relative error ~4e-4..1.7e-3 (real MiniLM activations /
+ * synthetic data with outlier dims), vs 1e-2..5e-2 for the int8 u7 x s8
+ * scheme; ~1.55x the single-thread throughput of OpenBLAS sgemm on Zen 3.
+ *
+ * Thread safety: donto_qgemm only reads W and writes Y and scratch; calls
+ * with distinct Y/scratch may run concurrently.  Results are deterministic
+ * and independent of the thread count (each output element is computed by
+ * one thread with a fixed operation order).
+ *
+ * Inputs must be finite (a row of X containing Inf/NaN gives NaN or
+ * meaningless outputs for that row; non-finite weights are rejected at init).
+ */
+#ifndef DONTO_QGEMM_H
+#define DONTO_QGEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "donto/util.h"
+
+/* Quantization grid limits (exposed for tests). */
+#define DONTO_QGEMM_XMAX 4095 /* activations: [-4095, 4095] */
+#define DONTO_QGEMM_WMAX 2047 /* weights:     [-2047, 2047] */
+/* Micro-kernel geometry and the k-block after which int32 accumulators are
+ * flushed to fp32 (256 * 4095 * 2047 < 2^31, so no overflow is possible). */
+#define DONTO_QGEMM_MR 6
+#define DONTO_QGEMM_NR 16
+#define DONTO_QGEMM_KBLOCK 256
+
+typedef struct donto_qweight {
+    int n, k;
+    int kpairs;      /* ceil(k / 2): the kernel consumes k in pairs */
+    int npanels;     /* ceil(n / 16) */
+    int16_t *packed; /* [npanels][kpairs][16 cols][2], zero padded; 64-byte aligned */
+    float *scale;    /* [npanels * 16] per output row dequant scale (0 in padding) */
+} donto_qweight;
+
+/* Quantize and pack W (row-major [n, k], finite).  Returns 0, or -1 with err
+ * set (bad shape, non-finite weight, out of memory).  On failure *q is left
+ * zeroed, so donto_qweight_free is always safe after init. */
+int donto_qweight_init(donto_qweight *q, const float *W, int n, int k, donto_err *err);
+void donto_qweight_free(donto_qweight *q);
+
+/* Bytes of scratch donto_qgemm needs for an m x k input. */
+size_t donto_qgemm_scratch_size(int m, int k);
+
+/* Y[m, n] (leading dim ldy >= n) = X[m, k] (leading dim ldx >= k) * W^T + bias
+ * (bias: n floats, or NULL).  k must equal W->k.  scratch: at least
+ * donto_qgemm_scratch_size(m, k) bytes, any alignment.  nthreads <= 0: the
+ * OpenMP default.  X and Y must not overlap.  m <= 0: nothing happens. */
+void donto_qgemm(const float *X, int m, int k, int ldx, const donto_qweight *W, const float *bias,
+                 float *Y, int ldy, void *scratch, int nthreads);
+
+/* Building blocks, exposed for the tests and the benchmark. */
+/* Quantize one row of k floats to the activation grid: writes kpad int16
+ * values (zeros after k) and returns the dequant scale (max|x| / 4095, or 0
+ * for an all-zero row). */
+float donto_qgemm_quant_row(const float *x, int k, int16_t *q, int kpad);
+/* The same computation on the portable C path (what donto_qgemm does on a
+ * CPU without AVX2+FMA): results are bit-identical to donto_qgemm. */
+void donto_qgemm_portable(const float *X, int m, int k, int ldx, const donto_qweight *W, const float *bias,
+                          float *Y, int ldy, void *scratch, int nthreads);
+/* Quantized weight of row j, column c (unpacks one value; its scale is
+ * q->scale[j]). */
+int donto_qweight_get(const donto_qweight *q, int j, int c);
+
+#endif

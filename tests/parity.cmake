@@ -1,0 +1,61 @@
+# Reference parity (label `ref`): donto-embed's vectors against transformers.BertModel
+# in fp32 (tests/ref/bert_ref.py), on the WordNet corpus (scripts/make-corpus).
+#
+#   corpus_check             corpus sizes, unique ids, token lengths with the real tokenizer
+#   parity_minilm_fp32       all-MiniLM-L6-v2 (real weights, mean pooling), 700 claims + 300 chunks
+#   parity_bge_random_fp32   bge-small-en-v1.5 config (12 layers, CLS) with seeded random weights
+#   parity_*_int16           the integer fast path (--precision int16), gate cosine >= 0.999
+#
+# References are cached in ${DONTO_TESTDATA}/refcache keyed by model files + texts, so a
+# re-run only pays for our side; the comparison always runs. The tests share one
+# RESOURCE_LOCK so they do not fight over the cores.
+
+set(DONTO_REF_DIR ${PROJECT_SOURCE_DIR}/tests/ref)
+set(DONTO_MINILM ${PROJECT_SOURCE_DIR}/models/all-MiniLM-L6-v2)
+set(DONTO_BGE_RANDOM ${DONTO_TESTDATA}/bge-random)
+set(DONTO_PARITY_INPUTS
+    --in ${PROJECT_SOURCE_DIR}/corpus/claims.jsonl
+    --in ${PROJECT_SOURCE_DIR}/corpus/chunks.jsonl
+    --limit 700,300)
+
+# The corpus (idempotent: a no-op when corpus/.stamp is current).
+add_test(NAME corpus_make
+  COMMAND ${DONTO_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/make-corpus --out ${PROJECT_SOURCE_DIR}/corpus)
+set_tests_properties(corpus_make PROPERTIES LABELS ref FIXTURES_SETUP donto_corpus TIMEOUT 300)
+
+add_test(NAME corpus_check
+  COMMAND ${DONTO_PYTHON} ${DONTO_REF_DIR}/corpus_check.py
+          --corpus ${PROJECT_SOURCE_DIR}/corpus
+          --tokenizer ${DONTO_MINILM}/tokenizer.json)
+set_tests_properties(corpus_check PROPERTIES LABELS ref FIXTURES_REQUIRED donto_corpus TIMEOUT 300)
+
+# Random bge-small-shaped model, made once (skipped when its stamp matches).
+add_test(NAME bge_random_model
+  COMMAND ${DONTO_PYTHON} ${DONTO_REF_DIR}/make_random_bert.py
+          --out ${DONTO_BGE_RANDOM} --layers 12 --hidden 384 --heads 12 --intermediate 1536
+          --pooling cls --seed 0 --vocab ${DONTO_MINILM}/vocab.txt --if-missing)
+set_tests_properties(bge_random_model PROPERTIES LABELS ref FIXTURES_SETUP bge_random
+                     RESOURCE_LOCK donto_ref_cpu TIMEOUT 600)
+
+# name model precision min-cos max-abs
+function(donto_parity_test name model precision min_cos max_abs)
+  add_test(NAME ${name}
+    COMMAND ${DONTO_PYTHON} ${DONTO_REF_DIR}/vector_parity.py
+            --bin $<TARGET_FILE:donto-embed> --model ${model}
+            ${DONTO_PARITY_INPUTS}
+            --precision ${precision} --min-cos ${min_cos} --max-abs ${max_abs}
+            --threads 2 --ref-dir ${DONTO_TESTDATA}/refcache
+            --workdir ${DONTO_TESTDATA}/parity --name ${name} ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS ref RESOURCE_LOCK donto_ref_cpu TIMEOUT 1200
+                       FIXTURES_REQUIRED donto_corpus)
+endfunction()
+
+donto_parity_test(parity_minilm_fp32 ${DONTO_MINILM} fp32 0.99999 1e-4)
+donto_parity_test(parity_bge_random_fp32 ${DONTO_BGE_RANDOM} fp32 0.99999 1e-4)
+donto_parity_test(parity_minilm_int16 ${DONTO_MINILM} int16 0.999 1)
+donto_parity_test(parity_bge_random_int16 ${DONTO_BGE_RANDOM} int16 0.999 1)
+
+set_tests_properties(parity_bge_random_fp32 parity_bge_random_int16 PROPERTIES
+                     FIXTURES_REQUIRED "donto_corpus;bge_random")
+set_tests_properties(parity_minilm_int16 PROPERTIES DEPENDS parity_minilm_fp32)
+set_tests_properties(parity_bge_random_int16 PROPERTIES DEPENDS parity_bge_random_fp32)
