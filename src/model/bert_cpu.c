@@ -149,38 +149,117 @@ void bert_fp32_ops(bert_linear_ops *ops, const donto_bert_weights *w) {
 
 /* ---------- attention ---------- */
 
+/* kt[d][j] = K[j][d] for the len keys of one (sequence, head), pad keys
+ * [len, lenp) zero. K rows have stride ld. */
+static void transpose_keys(const float *k, int ld, int len, int lenp, int D, float *kt) {
+    int j = 0;
+#ifdef __AVX2__
+    if (D % 8 == 0) {
+        for (; j + 8 <= len; j += 8)
+            for (int d = 0; d < D; d += 8) {
+                /* 8x8 block transpose in registers: unpack pairs, then quads,
+                 * then swap 128-bit halves. */
+                __m256 r[8], t[8];
+                for (int x = 0; x < 8; x++) r[x] = _mm256_loadu_ps(k + (size_t)(j + x) * ld + d);
+                t[0] = _mm256_unpacklo_ps(r[0], r[1]), t[1] = _mm256_unpackhi_ps(r[0], r[1]);
+                t[2] = _mm256_unpacklo_ps(r[2], r[3]), t[3] = _mm256_unpackhi_ps(r[2], r[3]);
+                t[4] = _mm256_unpacklo_ps(r[4], r[5]), t[5] = _mm256_unpackhi_ps(r[4], r[5]);
+                t[6] = _mm256_unpacklo_ps(r[6], r[7]), t[7] = _mm256_unpackhi_ps(r[6], r[7]);
+                r[0] = _mm256_shuffle_ps(t[0], t[2], 0x44), r[1] = _mm256_shuffle_ps(t[0], t[2], 0xEE);
+                r[2] = _mm256_shuffle_ps(t[1], t[3], 0x44), r[3] = _mm256_shuffle_ps(t[1], t[3], 0xEE);
+                r[4] = _mm256_shuffle_ps(t[4], t[6], 0x44), r[5] = _mm256_shuffle_ps(t[4], t[6], 0xEE);
+                r[6] = _mm256_shuffle_ps(t[5], t[7], 0x44), r[7] = _mm256_shuffle_ps(t[5], t[7], 0xEE);
+                for (int x = 0; x < 4; x++) {
+                    _mm256_storeu_ps(kt + (size_t)(d + x) * lenp + j, _mm256_permute2f128_ps(r[x], r[x + 4], 0x20));
+                    _mm256_storeu_ps(kt + (size_t)(d + x + 4) * lenp + j, _mm256_permute2f128_ps(r[x], r[x + 4], 0x31));
+                }
+            }
+    }
+#endif
+    for (; j < len; j++)
+        for (int d = 0; d < D; d++) kt[(size_t)d * lenp + j] = k[(size_t)j * ld + d];
+    for (int d = 0; d < D; d++)
+        for (int x = len; x < lenp; x++) kt[(size_t)d * lenp + x] = 0;
+}
+
+/* S[i - q0][j] = scale * q_i . k_j for queries [q0, q1), keys [0, lenp).
+ * Q rows have stride ld; kt is [D][lenp]. Register-blocked: 4 queries x 8
+ * keys of accumulators stay in registers across the whole d loop (keeping
+ * them in memory made the loop store-forwarding bound). */
+static void attn_scores(const float *q, int ld, int q0, int q1, int D, const float *kt, int lenp,
+                        float scale, float *S) {
+#ifdef __AVX2__
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (int i = q0; i < q1; i += 4) {
+        const int ni = q1 - i < 4 ? q1 - i : 4;
+        /* Rows past q1 repeat the last valid one: computed, never stored. */
+        const float *qr[4];
+        for (int r = 0; r < 4; r++) qr[r] = q + (size_t)(i + (r < ni ? r : ni - 1)) * ld;
+        for (int j = 0; j < lenp; j += 8) {
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int d = 0; d < D; d++) {
+                const __m256 kv = _mm256_loadu_ps(kt + (size_t)d * lenp + j);
+                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[0] + d), kv, a0);
+                a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[1] + d), kv, a1);
+                a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[2] + d), kv, a2);
+                a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[3] + d), kv, a3);
+            }
+            float *out = S + (size_t)(i - q0) * lenp + j;
+            _mm256_storeu_ps(out, _mm256_mul_ps(a0, vs));
+            if (ni > 1) _mm256_storeu_ps(out + lenp, _mm256_mul_ps(a1, vs));
+            if (ni > 2) _mm256_storeu_ps(out + 2 * (size_t)lenp, _mm256_mul_ps(a2, vs));
+            if (ni > 3) _mm256_storeu_ps(out + 3 * (size_t)lenp, _mm256_mul_ps(a3, vs));
+        }
+    }
+#else
+    for (int i = q0; i < q1; i++) {
+        float *sr = S + (size_t)(i - q0) * lenp;
+        for (int j = 0; j < lenp; j++) sr[j] = 0;
+        for (int d = 0; d < D; d++) {
+            const float qd = q[(size_t)i * ld + d];
+            for (int j = 0; j < lenp; j++) sr[j] += qd * kt[(size_t)d * lenp + j];
+        }
+        for (int j = 0; j < lenp; j++) sr[j] *= scale;
+    }
+#endif
+}
+
 /* One (sequence, head): rows [o, o+len) of qkv (row stride 3H), queries
  * q0..q1 (all rows, or just row 0 for the CLS-only last layer), writing
- * ctx rows (row stride H) starting at ctx_row0 for query q0.
- * kt: scratch [D, len] (K transposed so scores vectorise over keys),
- * sc: scratch [len]. */
-static void attend_one(const float *qkv, int H, int D, int h, int o, int len, int q0, int q1,
-                       float *ctx, int ctx_stride, float *kt, float *sc) {
-    const int ld = 3 * H;
-    const float scale = 1.0f / sqrtf((float)D);
-    for (int j = 0; j < len; j++) {
-        const float *k = qkv + (size_t)(o + j) * ld + H + h * D;
-        for (int d = 0; d < D; d++) kt[(size_t)d * len + j] = k[d];
-    }
+ * ctx rows (row stride ctx_stride) starting with query q0's.
+ * kt: scratch [D][lenp] (K transposed, lenp = len rounded up to 8, pad keys
+ * zero; their scores are computed and left out of the softmax), then
+ * S: [(q1 - q0)][lenp] scores. Inlined with a constant D for the common
+ * head sizes, so the context accumulator lives in registers. */
+static inline __attribute__((always_inline)) void attend_impl(const float *qkv, int H, const int D, int h,
+                                                              int o, int len, int q0, int q1, float *ctx,
+                                                              int ctx_stride, float *kt) {
+    const int ld = 3 * H, lenp = (len + 7) & ~7;
+    const float *qbase = qkv + (size_t)o * ld + h * D;
+    float *S = kt + (size_t)D * lenp;
+    transpose_keys(qbase + H, ld, len, lenp, D, kt);
+    attn_scores(qbase, ld, q0, q1, D, kt, lenp, 1.0f / sqrtf((float)D), S);
+    float acc[256];
     for (int i = q0; i < q1; i++) {
-        const float *q = qkv + (size_t)(o + i) * ld + h * D;
-        for (int j = 0; j < len; j++) sc[j] = 0;
-        for (int d = 0; d < D; d++) {
-            const float qd = q[d] * scale;
-            const float *kr = kt + (size_t)d * len;
-#pragma omp simd
-            for (int j = 0; j < len; j++) sc[j] += qd * kr[j];
-        }
+        float *sc = S + (size_t)(i - q0) * lenp;
         bert_softmax_inplace(sc, len);
-        float *c = ctx + (size_t)(i - q0) * ctx_stride + h * D;
-        for (int d = 0; d < D; d++) c[d] = 0;
+#pragma omp simd
+        for (int d = 0; d < D; d++) acc[d] = 0;
         for (int j = 0; j < len; j++) {
             const float p = sc[j];
-            const float *v = qkv + (size_t)(o + j) * ld + 2 * H + h * D;
+            const float *v = qbase + (size_t)j * ld + 2 * H;
 #pragma omp simd
-            for (int d = 0; d < D; d++) c[d] += p * v[d];
+            for (int d = 0; d < D; d++) acc[d] += p * v[d];
         }
+        memcpy(ctx + (size_t)(i - q0) * ctx_stride + h * D, acc, (size_t)D * sizeof *acc);
     }
+}
+
+static void attend_one(const float *qkv, int H, int D, int h, int o, int len, int q0, int q1,
+                       float *ctx, int ctx_stride, float *kt) {
+    if (D == 32) attend_impl(qkv, H, 32, h, o, len, q0, q1, ctx, ctx_stride, kt);
+    else if (D == 64) attend_impl(qkv, H, 64, h, o, len, q0, q1, ctx, ctx_stride, kt);
+    else attend_impl(qkv, H, D, h, o, len, q0, q1, ctx, ctx_stride, kt);
 }
 
 /* ---------- the forward pass ---------- */
@@ -202,10 +281,10 @@ static int rows_per_thread(int M, int nt) { return ((M + nt - 1) / nt + 15) & ~1
  * BLAS call would cost more than the arithmetic. */
 #define ATTN_GEMM_MIN 48
 
-/* Per-thread attention scratch in floats: K^T + one score row for the
- * loops, or a full len x len score block for the GEMM form. */
+/* Per-thread attention scratch in floats: K^T [D][lenp] + scores
+ * [len][lenp] for the loops, or a len x len score block for the GEMM form. */
 static size_t attn_floats(int D, int maxlen) {
-    size_t loops = (size_t)(D + 1) * (size_t)(maxlen + 16);
+    size_t loops = (size_t)(D + maxlen + 1) * (size_t)(maxlen + 16);
     size_t gemm = (size_t)maxlen * (size_t)maxlen;
     return align64((loops > gemm ? loops : gemm) * 4) / 4;
 }
@@ -319,11 +398,9 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
             if (!last_cls && len >= ATTN_GEMM_MIN)
                 attend_gemm(b.big, H, D, h, o, len, b.ctx, kt);
             else if (last_cls)
-                attend_one(b.big, H, D, h, o, len, 0, 1, b.ctx + (size_t)s * H, H, kt,
-                           kt + (size_t)D * (maxlen + 16));
+                attend_one(b.big, H, D, h, o, len, 0, 1, b.ctx + (size_t)s * H, H, kt);
             else
-                attend_one(b.big, H, D, h, o, len, 0, len, b.ctx + (size_t)o * H, H, kt,
-                           kt + (size_t)D * (maxlen + 16));
+                attend_one(b.big, H, D, h, o, len, 0, len, b.ctx + (size_t)o * H, H, kt);
         }
         int M = T;
         if (last_cls) {

@@ -62,6 +62,10 @@ int donto_bert_config_parse(const char *json, size_t len, donto_bert_config *cfg
                      cfg->hidden, cfg->heads);
         goto out;
     }
+    if (cfg->hidden / cfg->heads > 256) { /* the attention kernel's accumulator */
+        donto_seterr(err, "config.json: head size %d is over the supported 256", cfg->hidden / cfg->heads);
+        goto out;
+    }
     json_t *act = json_object_get(root, "hidden_act");
     /* HF "gelu" is the exact erf form; the tanh variants would give other
      * vectors, so they are refused rather than silently approximated. */
