@@ -1,0 +1,221 @@
+/*
+ * donto-accel: the embedding work queue's storage, behind one interface with
+ * two backends (SQLite in WAL mode: the embedded default; PostgreSQL: the
+ * production engine, several coordinators may share one database).
+ *
+ * Model of the queue:
+ *   queue item   (target, item_id, text, model) waiting for a vector; hot
+ *                table, kept small: an item leaves it when its vector lands.
+ *   lease        a worker holds a batch of items until lease expiry
+ *                (now + ttl). Each leased item carries a lease_id (fencing
+ *                token): a submit whose lease_id is no longer the item's
+ *                current one (expired and re-leased) is rejected per item.
+ *   vector       float32 bytes stored with model, dims, contributor, time;
+ *                upsert is idempotent on (target, item_id, model).
+ * Time is passed in by the caller (now_ms, Unix milliseconds), so tests
+ * drive expiry with an injected clock and no backend reads the wall clock.
+ *
+ * Backends: src/store/sqlite.c (WAL, synchronous=NORMAL, a bounded busy
+ * wait; writes are BEGIN IMMEDIATE, one writer at a time) and src/store/pg.c
+ * (libpq; leases with FOR UPDATE SKIP LOCKED, one statement per lease call).
+ * Both keep the same schema, applied by numbered migrations, and the same
+ * verdict rules (src/store/store.c); tests/test_store.c runs one suite on
+ * both.
+ *
+ * Every function returns 0 on success or -1 with err set (the message names
+ * the backend and the SQL step that failed). A store handle is
+ * used by one thread at a time; the coordinator keeps a bounded pool of
+ * handles and a request holds exactly one while it runs (never waiting for a
+ * second one: the deadlock of the first coordinator).
+ */
+#ifndef DONTO_STORE_H
+#define DONTO_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "donto/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    DONTO_TARGET_CLAIM = 0,
+    DONTO_TARGET_PREDICATE = 1,
+    DONTO_TARGET_ENTITY = 2,
+    DONTO_TARGET_MEMORY_CHUNK = 3,
+    DONTO_TARGET_N = 4,
+} donto_target;
+
+/* "claim" | "predicate" | "entity" | "memory_chunk" -> target, or -1. */
+int donto_target_parse(const char *s);
+const char *donto_target_name(donto_target t);
+
+typedef enum { DONTO_ROLE_CONTRIBUTOR = 0, DONTO_ROLE_ADMIN = 1 } donto_role;
+
+typedef struct donto_enqueue_item {
+    donto_target target;
+    const char *item_id; /* opaque string id (claims use uuids, others IRIs) */
+    const char *text;
+    const char *model;   /* e.g. "BAAI/bge-small-en-v1.5" */
+} donto_enqueue_item;
+
+typedef struct donto_leased_item {
+    donto_target target;
+    char *item_id;
+    char *text;
+    char *model;
+    int64_t lease_id;
+} donto_leased_item;
+
+typedef struct donto_lease_batch {
+    donto_leased_item *items;
+    size_t n;
+} donto_lease_batch;
+void donto_lease_batch_free(donto_lease_batch *b);
+
+typedef struct donto_submit_item {
+    donto_target target;
+    const char *item_id;
+    int64_t lease_id;     /* 0: not given (legacy clients); then the item must be
+                           * leased by this worker (the owner is the only fence) */
+    const float *vector;  /* dims floats, already validated (finite, unit norm) */
+    int dims;
+    const char *model;    /* NULL: whichever model the item is queued for (an item
+                           * queued for two models needs lease_id or model) */
+} donto_submit_item;
+
+typedef enum {
+    DONTO_REJECT_NONE = 0,
+    DONTO_REJECT_UNKNOWN_ITEM,    /* no such queue item (and no stored vector) */
+    DONTO_REJECT_NOT_LEASED,      /* not leased by this worker */
+    DONTO_REJECT_LEASE_EXPIRED,   /* lease_id is stale: expired and re-leased */
+    DONTO_REJECT_WRONG_MODEL,     /* dims do not match the model's dims (fixed by the
+                                   * first vector ever accepted for that model) */
+} donto_reject;
+const char *donto_reject_reason(donto_reject r);
+
+typedef struct donto_submit_result {
+    size_t upserted;      /* items accepted (reject NONE), repeats included */
+    size_t repeated;      /* of those: already stored from this worker's lease (a
+                           * retried submit); not counted again anywhere */
+    donto_reject *reject; /* [n] per item, caller-allocated */
+} donto_submit_result;
+
+/* embedded: vectors stored; pending: queued and ready (never leased, released
+ * or lease expired); leased: lease still running; total = the three summed. */
+typedef struct donto_target_stats {
+    int64_t embedded, pending, leased, total;
+} donto_target_stats;
+
+/* Lists returned by the store are heap arrays; free with the matching
+ * donto_*_list_free. */
+typedef struct donto_token_info {
+    char *name;
+    donto_role role;
+    int64_t created; /* Unix ms */
+    int revoked;     /* 0 or 1 */
+} donto_token_info;
+void donto_token_list_free(donto_token_info *t, size_t n);
+
+typedef struct donto_contributor {
+    char *worker_id;
+    int64_t total;     /* vectors accepted (repeats not counted) */
+    int64_t rejected;  /* submitted items rejected */
+    int64_t last_seen; /* Unix ms of the last submit or report */
+} donto_contributor;
+void donto_contributor_list_free(donto_contributor *c, size_t n);
+
+#define DONTO_REPORT_MAX_CHARS 1500
+typedef struct donto_report {
+    int64_t id;
+    char *worker_id, *kind, *message;
+    int64_t created; /* Unix ms */
+} donto_report;
+void donto_report_list_free(donto_report *r, size_t n);
+
+typedef struct donto_store donto_store;
+
+typedef struct donto_store_ops {
+    /* Apply every migration not yet applied (numbered, idempotent). */
+    int (*migrate)(donto_store *s, donto_err *err);
+    /* Add items; an item already queued or embedded for its model is left as it is. */
+    int (*enqueue)(donto_store *s, const donto_enqueue_item *items, size_t n, size_t *added,
+                   donto_err *err);
+    /* Lease up to n ready items (target < 0: any), ready = never leased,
+     * released, or lease expired (lease_expires <= now_ms); they expire at
+     * now_ms + ttl_ms. Each item is leased to at most one worker at a time;
+     * every leased item gets a new lease_id, larger than any before it. An
+     * empty batch (out->n == 0) means nothing is ready. */
+    int (*lease)(donto_store *s, const char *worker_id, int n, int target, int64_t now_ms,
+                 int64_t ttl_ms, donto_lease_batch *out, donto_err *err);
+    /* Store vectors for leased items; per-item verdicts in res->reject, in
+     * this order:
+     *   queued, leased by worker_id, lease_id 0 or the current one -> accept
+     *     (also after expiry when nobody re-leased it: late but harmless);
+     *   queued, lease_id given and not the current one -> LEASE_EXPIRED;
+     *   queued otherwise -> NOT_LEASED;
+     *   not queued, vector stored from this worker's lease -> accept as a
+     *     repeat (res->repeated; nothing written or counted again);
+     *   not queued, vector from another lease -> LEASE_EXPIRED when a stale
+     *     lease_id was given, else NOT_LEASED; nothing at all -> UNKNOWN_ITEM;
+     *   accepted but dims differ from the model's -> WRONG_MODEL.
+     * Accepted vectors are upserted and leave the queue, and the worker's
+     * totals and rejections are counted, all in one transaction; -1 means
+     * nothing of the batch was stored. */
+    int (*submit)(donto_store *s, const char *worker_id, const donto_submit_item *items, size_t n,
+                  int64_t now_ms, donto_submit_result *res, donto_err *err);
+    /* Hand leased items back at once (they become ready). Only items leased
+     * by worker_id, and with the given lease_id when non-zero (vector and
+     * dims are ignored); released = how many were. */
+    int (*release)(donto_store *s, const char *worker_id, const donto_submit_item *items, size_t n,
+                   size_t *released, donto_err *err);
+    /* A worker's free-form report; message cut to DONTO_REPORT_MAX_CHARS
+     * characters (UTF-8 aware). Also refreshes the contributor's last_seen. */
+    int (*report)(donto_store *s, const char *worker_id, const char *kind, const char *message,
+                  int64_t now_ms, donto_err *err);
+    int (*stats)(donto_store *s, int64_t now_ms, donto_target_stats out[DONTO_TARGET_N], donto_err *err);
+    /* Vectors stored at or after since_ms (items per minute: since = now - 60000). */
+    int (*embedded_since)(donto_store *s, int64_t since_ms, int64_t *count, donto_err *err);
+    /* Per-contributor totals, most productive first, at most limit rows. */
+    int (*contributors)(donto_store *s, int limit, donto_contributor **out, size_t *n,
+                        donto_err *err);
+    /* The latest reports, newest first, at most limit rows. */
+    int (*reports_recent)(donto_store *s, int limit, donto_report **out, size_t *n,
+                          donto_err *err);
+    /* Tokens: only SHA-256 hashes are stored (the caller hashes). -1 when
+     * the name (or the hash) is already taken. */
+    int (*token_add)(donto_store *s, const char *name, donto_role role, const uint8_t hash[32],
+                     int64_t now_ms, donto_err *err);
+    /* found = 0 when unknown or revoked. */
+    int (*token_check)(donto_store *s, const uint8_t hash[32], int *found, donto_role *role,
+                       char *name, size_t name_cap, donto_err *err);
+    /* revoked = 1 when the name existed and was not revoked yet. */
+    int (*token_revoke)(donto_store *s, const char *name, int *revoked, donto_err *err);
+    /* Every token, by name (never the hash). */
+    int (*token_list)(donto_store *s, donto_token_info **out, size_t *n, donto_err *err);
+    /* Is the database reachable (cheap round trip)? */
+    int (*ping)(donto_store *s, donto_err *err);
+    void (*close)(donto_store *s);
+} donto_store_ops;
+
+struct donto_store {
+    const donto_store_ops *ops;
+    /* backend state follows in the backend's own struct */
+};
+
+/* Open by URL: "postgres://..." or "postgresql://..." -> PostgreSQL,
+ * anything else is a SQLite file path (":memory:" allowed). Does not migrate. */
+int donto_store_open(const char *url, donto_store **out, donto_err *err);
+#define DONTO_STORE_DEFAULT_URL "./donto.db"
+
+/* Close a handle (NULL is fine). */
+static inline void donto_store_close(donto_store *s) {
+    if (s) s->ops->close(s);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,956 @@
+/* donto-accel: the PostgreSQL store backend (libpq, one connection per
+ * handle; several coordinators may share one database).
+ *
+ * Leasing is one statement, hence one short transaction:
+ *   WITH c AS (SELECT pk FROM queue WHERE <ready> ORDER BY .. LIMIT n
+ *              FOR UPDATE SKIP LOCKED)
+ *   UPDATE queue q SET lease_owner, lease_id = nextval, lease_expires FROM c
+ *   WHERE q.pk = c.pk RETURNING ..
+ * SKIP LOCKED makes concurrent leasers pass over each other's rows instead of
+ * queueing behind them, and a row committed by another leaser in between is
+ * re-checked against <ready> before it is locked, so no item is leased twice.
+ * (The "WHERE id IN (SELECT .. LIMIT n FOR UPDATE)" form is not used: the
+ * planner may run the sub-select more than once and lease more than n.)
+ *
+ * ready = lease_expires <= now, where never-leased and released items carry
+ * lease_expires = 0: fresh and expired items are one index range, so a lease
+ * walks the (target, lease_expires) or (lease_expires) index and stops after
+ * n rows; an expired lease needs no reclaim transaction.
+ *
+ * Every statement is parameterized and prepared once per connection. */
+#include "store/store_int.h"
+
+#include <libpq-fe.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    Q_LEASE_ANY, Q_LEASE_TARGET, Q_SUB_LOCK, Q_SUB_VEC, Q_MODEL_GET, Q_MODEL_ADD,
+    Q_SUB_WRITE, Q_CONTRIB, Q_RELEASE, Q_REPORT, Q_STATS_VEC, Q_STATS_QUEUE,
+    Q_SINCE, Q_CONTRIB_LIST, Q_REPORTS, Q_TOK_ADD, Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST,
+    Q_MIG_HAS, Q_MIG_ADD, Q_N
+};
+
+#define LEASE_HEAD "WITH c AS (SELECT target, item_id, model FROM queue WHERE lease_expires <= $1 "
+#define LEASE_TAIL                                                                               \
+    "ORDER BY lease_expires LIMIT $2 FOR UPDATE SKIP LOCKED) "                                   \
+    "UPDATE queue q SET lease_owner = $3, lease_id = nextval('lease_seq'), lease_expires = $4, " \
+    "attempts = q.attempts + 1 FROM c "                                                          \
+    "WHERE q.target = c.target AND q.item_id = c.item_id AND q.model = c.model "                 \
+    "RETURNING q.target, q.item_id, q.model, q.text, q.lease_id"
+
+static const struct {
+    const char *sql;
+    int nparams;
+} SQL[Q_N] = {
+    [Q_LEASE_ANY] = {LEASE_HEAD LEASE_TAIL, 4},
+    [Q_LEASE_TARGET] = {LEASE_HEAD "AND target = $5 " LEASE_TAIL, 5},
+    /* Every queue row of a submit batch, locked in key order: a submit and a
+     * lease (or another submit) of the same row are serialized, the verdict
+     * is taken on the row as it is now, and two submits cannot deadlock. */
+    [Q_SUB_LOCK] = {"SELECT u.ord, q.model, q.lease_owner, q.lease_id FROM "
+                    "unnest($1::smallint[], $2::text[], $3::text[]) WITH ORDINALITY "
+                    "AS u(t, i, m, ord) JOIN queue q ON q.target = u.t AND q.item_id = u.i "
+                    "AND (u.m IS NULL OR q.model = u.m) "
+                    "ORDER BY q.target, q.item_id, q.model FOR UPDATE OF q",
+                    3},
+    [Q_SUB_VEC] = {"SELECT contributor, lease_id FROM vectors WHERE target = $1 AND item_id = $2 "
+                   "AND ($3::text IS NULL OR model = $3) ORDER BY "
+                   "(lease_id IS NOT DISTINCT FROM $4::bigint) DESC, "
+                   "(contributor IS NOT DISTINCT FROM $5::text) DESC LIMIT 1",
+                   5},
+    [Q_MODEL_GET] = {"SELECT dims FROM models WHERE name = $1", 1},
+    [Q_MODEL_ADD] = {"INSERT INTO models (name, dims) VALUES ($1, $2) ON CONFLICT DO NOTHING", 2},
+    /* Accept = leave the queue and land in vectors: one statement for the
+     * batch (a data-modifying CTE always runs to completion). */
+    [Q_SUB_WRITE] = {"WITH u AS (SELECT * FROM unnest($1::smallint[], $2::text[], $3::text[], "
+                     "$4::int[], $5::bytea[], $6::bigint[]) AS u(t, i, m, d, v, l)), "
+                     "del AS (DELETE FROM queue q USING u WHERE q.target = u.t AND "
+                     "q.item_id = u.i AND q.model = u.m) "
+                     "INSERT INTO vectors (target, item_id, model, dims, vec, contributor, "
+                     "lease_id, created) SELECT t, i, m, d, v, $7, l, $8 FROM u "
+                     "ON CONFLICT (target, item_id, model) DO UPDATE SET dims = EXCLUDED.dims, "
+                     "vec = EXCLUDED.vec, contributor = EXCLUDED.contributor, "
+                     "lease_id = EXCLUDED.lease_id, created = EXCLUDED.created",
+                     8},
+    [Q_CONTRIB] = {"INSERT INTO contributors (worker_id, total, rejected, last_seen) "
+                   "VALUES ($1, $2, $3, $4) ON CONFLICT (worker_id) DO UPDATE SET "
+                   "total = contributors.total + EXCLUDED.total, "
+                   "rejected = contributors.rejected + EXCLUDED.rejected, "
+                   "last_seen = GREATEST(contributors.last_seen, EXCLUDED.last_seen)",
+                   4},
+    [Q_RELEASE] = {"UPDATE queue SET lease_owner = NULL, lease_expires = 0 WHERE target = $1 "
+                   "AND item_id = $2 AND ($3::text IS NULL OR model = $3) AND lease_owner = $4 "
+                   "AND ($5::bigint = 0 OR lease_id = $5)",
+                   5},
+    [Q_REPORT] = {"INSERT INTO reports (worker_id, kind, message, created) "
+                  "VALUES ($1, $2, $3, $4)",
+                  4},
+    [Q_STATS_VEC] = {"SELECT target, count(*) FROM vectors GROUP BY target", 0},
+    [Q_STATS_QUEUE] = {"SELECT target, count(*) FILTER (WHERE lease_expires <= $1), "
+                       "count(*) FILTER (WHERE lease_expires > $1) FROM queue GROUP BY target",
+                       1},
+    [Q_SINCE] = {"SELECT count(*) FROM vectors WHERE created >= $1", 1},
+    [Q_CONTRIB_LIST] = {"SELECT worker_id, total, rejected, last_seen FROM contributors "
+                        "ORDER BY total DESC, worker_id LIMIT $1",
+                        1},
+    [Q_REPORTS] = {"SELECT id, worker_id, kind, message, created FROM reports "
+                   "ORDER BY created DESC, id DESC LIMIT $1",
+                   1},
+    [Q_TOK_ADD] = {"INSERT INTO tokens (name, hash, role, created) VALUES ($1, $2, $3, $4)", 4},
+    [Q_TOK_CHECK] = {"SELECT name, role FROM tokens WHERE hash = $1 AND revoked = 0", 1},
+    [Q_TOK_REVOKE] = {"UPDATE tokens SET revoked = 1 WHERE name = $1 AND revoked = 0", 1},
+    [Q_TOK_LIST] = {"SELECT name, role, created, revoked FROM tokens ORDER BY name", 0},
+    [Q_MIG_HAS] = {"SELECT 1 FROM schema_migrations WHERE version = $1", 1},
+    [Q_MIG_ADD] = {"INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", 2},
+};
+
+/* Numbered migrations; never edit one that has shipped, add the next. */
+static const struct {
+    int version;
+    const char *name;
+    const char *sql;
+} MIGRATIONS[] = {
+    {1, "queue and vectors",
+     "CREATE TABLE queue (target SMALLINT NOT NULL, item_id TEXT NOT NULL, model TEXT NOT NULL,"
+     " text TEXT NOT NULL, lease_owner TEXT, lease_id BIGINT,"
+     " lease_expires BIGINT NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,"
+     " PRIMARY KEY (target, item_id, model));"
+     "CREATE INDEX queue_ready ON queue (lease_expires);"
+     "CREATE INDEX queue_target_ready ON queue (target, lease_expires);"
+     "CREATE SEQUENCE lease_seq;"
+     "CREATE TABLE vectors (target SMALLINT NOT NULL, item_id TEXT NOT NULL, model TEXT NOT NULL,"
+     " dims INTEGER NOT NULL, vec BYTEA NOT NULL, contributor TEXT NOT NULL, lease_id BIGINT,"
+     " created BIGINT NOT NULL, PRIMARY KEY (target, item_id, model));"
+     "CREATE INDEX vectors_created ON vectors (created);"
+     "CREATE TABLE models (name TEXT PRIMARY KEY, dims INTEGER NOT NULL);"},
+    {2, "tokens",
+     "CREATE TABLE tokens (name TEXT PRIMARY KEY, hash BYTEA NOT NULL UNIQUE,"
+     " role TEXT NOT NULL CHECK (role IN ('contributor', 'admin')),"
+     " created BIGINT NOT NULL, revoked SMALLINT NOT NULL DEFAULT 0);"},
+    {3, "reports and contributors",
+     "CREATE TABLE reports (id BIGSERIAL PRIMARY KEY, worker_id TEXT NOT NULL,"
+     " kind TEXT NOT NULL, message TEXT NOT NULL, created BIGINT NOT NULL);"
+     "CREATE INDEX reports_created ON reports (created);"
+     "CREATE TABLE contributors (worker_id TEXT PRIMARY KEY, total BIGINT NOT NULL DEFAULT 0,"
+     " rejected BIGINT NOT NULL DEFAULT 0, last_seen BIGINT NOT NULL DEFAULT 0);"},
+};
+
+#define MODEL_CACHE 8
+#define MAXP 8
+
+typedef struct pg_store {
+    donto_store base;
+    PGconn *conn;
+    unsigned char prepared[Q_N];
+    int enq_prepared;
+    char sqlstate[6]; /* of the last failure, for the retry decision */
+    struct {
+        char name[128];
+        int dims;
+    } models[MODEL_CACHE];
+    int nmodels;
+} pg_store;
+
+/* Parameters of one statement: text, except bytea sent as binary. */
+typedef struct pgp {
+    const char *v[MAXP];
+    int len[MAXP], fmt[MAXP], n;
+    char num[MAXP][24];
+} pgp;
+
+static void p_text(pgp *p, const char *s) {
+    p->v[p->n] = s;
+    p->len[p->n] = 0;
+    p->fmt[p->n++] = 0;
+}
+static void p_i64(pgp *p, int64_t x) {
+    snprintf(p->num[p->n], sizeof p->num[0], "%lld", (long long)x);
+    p_text(p, p->num[p->n]);
+}
+static void p_bin(pgp *p, const void *b, size_t len) {
+    p->v[p->n] = b;
+    p->len[p->n] = (int)len;
+    p->fmt[p->n++] = 1;
+}
+
+/* err = "postgres: <step>: <server or libpq message>"; clears res. */
+static int pg_fail(pg_store *s, donto_err *err, const char *step, PGresult *res) {
+    const char *msg = res ? PQresultErrorMessage(res) : "";
+    if (!msg || !*msg) msg = PQerrorMessage(s->conn);
+    const char *st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    snprintf(s->sqlstate, sizeof s->sqlstate, "%s", st ? st : "");
+    size_t len = strlen(msg);
+    while (len && (msg[len - 1] == '\n' || msg[len - 1] == ' ')) len--;
+    donto_seterr(err, "postgres: %s: %.*s", step, (int)len, msg);
+    PQclear(res);
+    return -1;
+}
+
+/* Run fixed SQL text (never data: no parameters); step names it in errors. */
+static int pg_cmd_step(pg_store *s, const char *sql, const char *step, donto_err *err) {
+    PGresult *r = PQexec(s->conn, sql);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return pg_fail(s, err, step, r);
+    PQclear(r);
+    return 0;
+}
+
+static int pg_cmd(pg_store *s, const char *sql, donto_err *err) {
+    return pg_cmd_step(s, sql, sql, err);
+}
+
+static int pg_abort(pg_store *s) {
+    if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
+        PGresult *r = PQexec(s->conn, "ROLLBACK");
+        PQclear(r);
+    }
+    return -1;
+}
+
+static void quiet_notice(void *arg, const char *msg) {
+    (void)arg;
+    (void)msg; /* "relation already exists, skipping" and the like */
+}
+
+/* Per-connection settings; run on connect and after a reset. */
+static int pg_setup(pg_store *s, donto_err *err) {
+    memset(s->prepared, 0, sizeof s->prepared);
+    s->enq_prepared = 0;
+    PQsetNoticeProcessor(s->conn, quiet_notice, NULL);
+    /* No statement may hold locks for long: a stuck one fails and its
+     * transaction rolls back, and leases stay short by construction. */
+    if (pg_cmd(s, "SET statement_timeout = '30s'", err)) return -1;
+    /* A client that dies inside a transaction must not keep its row locks. */
+    return pg_cmd(s, "SET idle_in_transaction_session_timeout = '60s'", err);
+}
+
+/* Reconnect once if the server went away between calls. */
+static int pg_ready(pg_store *s, donto_err *err) {
+    if (PQstatus(s->conn) == CONNECTION_OK) return 0;
+    PQreset(s->conn);
+    if (PQstatus(s->conn) != CONNECTION_OK) return pg_fail(s, err, "reconnect", NULL);
+    return pg_setup(s, err);
+}
+
+/* Run prepared statement q (prepared on first use); NULL with err set on
+ * failure. The caller PQclears the result. */
+static PGresult *pg_q(pg_store *s, int q, const pgp *p, const char *step, donto_err *err) {
+    if (!s->prepared[q]) {
+        char name[16];
+        snprintf(name, sizeof name, "dq%d", q);
+        PGresult *r = PQprepare(s->conn, name, SQL[q].sql, SQL[q].nparams, NULL);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            pg_fail(s, err, step, r);
+            donto_preerr(err, "prepare");
+            return NULL;
+        }
+        PQclear(r);
+        s->prepared[q] = 1;
+    }
+    char name[16];
+    snprintf(name, sizeof name, "dq%d", q);
+    PGresult *r = PQexecPrepared(s->conn, name, p ? p->n : 0, p ? p->v : NULL,
+                                 p ? p->len : NULL, p ? p->fmt : NULL, 0);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        pg_fail(s, err, step, r);
+        return NULL;
+    }
+    return r;
+}
+
+static int64_t i64(PGresult *r, int row, int col) {
+    return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+static char *sdup(PGresult *r, int row, int col) {
+    return PQgetisnull(r, row, col) ? NULL : donto_xstrdup(PQgetvalue(r, row, col));
+}
+static size_t changed(PGresult *r) { return (size_t)strtoull(PQcmdTuples(r), NULL, 10); }
+
+/* Deadlock and serialization failures are worth one more try: the
+ * transaction was rolled back whole, nothing half-done remains. */
+static int retryable(const pg_store *s) {
+    return strcmp(s->sqlstate, "40P01") == 0 || strcmp(s->sqlstate, "40001") == 0;
+}
+
+static int pg_migrate(donto_store *b, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    if (pg_ready(s, err)) return -1;
+    /* One transaction, under an advisory lock, so that coordinators starting
+     * together apply each migration once (DDL is transactional here). */
+    if (pg_cmd(s, "BEGIN", err)) return -1;
+    if (pg_cmd(s, "SELECT pg_advisory_xact_lock(7316001)", err) ||
+        pg_cmd(s,
+               "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
+               " name TEXT NOT NULL, applied TIMESTAMPTZ NOT NULL DEFAULT now())",
+               err))
+        return pg_abort(s);
+    for (size_t i = 0; i < sizeof MIGRATIONS / sizeof MIGRATIONS[0]; i++) {
+        pgp p = {0};
+        p_i64(&p, MIGRATIONS[i].version);
+        PGresult *r = pg_q(s, Q_MIG_HAS, &p, "read schema_migrations", err);
+        if (!r) return pg_abort(s);
+        int have = PQntuples(r) > 0;
+        PQclear(r);
+        if (have) continue;
+        if (pg_cmd_step(s, MIGRATIONS[i].sql, "apply", err)) {
+            donto_preerr(err, "migration %d (%s)", MIGRATIONS[i].version, MIGRATIONS[i].name);
+            return pg_abort(s);
+        }
+        p_text(&p, MIGRATIONS[i].name);
+        if (!(r = pg_q(s, Q_MIG_ADD, &p, "record migration", err))) return pg_abort(s);
+        PQclear(r);
+    }
+    if (pg_cmd(s, "COMMIT", err)) return pg_abort(s);
+    return 0;
+}
+
+/* Enqueue in chunks of ENQ_ROWS rows per statement: a multi-row VALUES list
+ * of placeholders (the SQL text holds no data), so 100k items cost a few
+ * hundred round trips instead of 100k. */
+#define ENQ_ROWS 256
+
+static char *enq_sql(size_t rows) {
+    size_t cap = 400 + rows * 40;
+    char *q = donto_xmalloc(cap);
+    size_t len = (size_t)snprintf(q, cap, "INSERT INTO queue (target, item_id, model, text) "
+                                          "SELECT v.t::smallint, v.i, v.m, v.x FROM (VALUES ");
+    for (size_t r = 0; r < rows; r++)
+        len += (size_t)snprintf(q + len, cap - len, "%s($%zu, $%zu, $%zu, $%zu)", r ? ", " : "",
+                                4 * r + 1, 4 * r + 2, 4 * r + 3, 4 * r + 4);
+    snprintf(q + len, cap - len,
+             ") AS v(t, i, m, x) WHERE NOT EXISTS (SELECT 1 FROM vectors w WHERE "
+             "w.target = v.t::smallint AND w.item_id = v.i AND w.model = v.m) "
+             "ON CONFLICT DO NOTHING");
+    return q;
+}
+
+static int pg_enqueue(donto_store *b, const donto_enqueue_item *items, size_t n, size_t *added,
+                      donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    size_t count = 0;
+    if (added) *added = 0;
+    if (n == 0) return 0;
+    if (pg_ready(s, err) || pg_cmd(s, "BEGIN", err)) return -1;
+    const char **v = donto_xcalloc(4 * ENQ_ROWS, sizeof *v);
+    char(*tnum)[8] = donto_xcalloc(ENQ_ROWS, sizeof *tnum);
+    for (size_t i = 0; i < n; i += ENQ_ROWS) {
+        size_t rows = n - i < ENQ_ROWS ? n - i : ENQ_ROWS;
+        for (size_t r = 0; r < rows; r++) {
+            const donto_enqueue_item *it = &items[i + r];
+            snprintf(tnum[r], sizeof tnum[r], "%d", (int)it->target);
+            v[4 * r + 0] = tnum[r];
+            v[4 * r + 1] = it->item_id;
+            v[4 * r + 2] = it->model;
+            v[4 * r + 3] = it->text;
+        }
+        PGresult *res;
+        if (rows == ENQ_ROWS) { /* the common full chunk: prepared once */
+            if (!s->enq_prepared) {
+                char *q = enq_sql(ENQ_ROWS);
+                res = PQprepare(s->conn, "dq_enq", q, 4 * ENQ_ROWS, NULL);
+                free(q);
+                if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+                    pg_fail(s, err, "enqueue: prepare", res);
+                    goto fail;
+                }
+                PQclear(res);
+                s->enq_prepared = 1;
+            }
+            res = PQexecPrepared(s->conn, "dq_enq", 4 * ENQ_ROWS, v, NULL, NULL, 0);
+        } else {
+            char *q = enq_sql(rows);
+            res = PQexecParams(s->conn, q, (int)(4 * rows), NULL, v, NULL, NULL, 0);
+            free(q);
+        }
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            pg_fail(s, err, "enqueue insert", res);
+            goto fail;
+        }
+        count += changed(res);
+        PQclear(res);
+    }
+    free(v);
+    free(tnum);
+    if (pg_cmd(s, "COMMIT", err)) return pg_abort(s);
+    if (added) *added = count;
+    return 0;
+fail:
+    free(v);
+    free(tnum);
+    return pg_abort(s);
+}
+
+static int pg_lease(donto_store *b, const char *worker_id, int n, int target, int64_t now_ms,
+                    int64_t ttl_ms, donto_lease_batch *out, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    out->items = NULL;
+    out->n = 0;
+    if (n <= 0) return 0;
+    if (pg_ready(s, err)) return -1;
+    pgp p = {0};
+    p_i64(&p, now_ms);
+    p_i64(&p, n);
+    p_text(&p, worker_id);
+    p_i64(&p, now_ms + ttl_ms);
+    if (target >= 0) p_i64(&p, target);
+    /* Autocommit: the statement is its own short transaction. */
+    PGresult *r = pg_q(s, target >= 0 ? Q_LEASE_TARGET : Q_LEASE_ANY, &p, "lease", err);
+    if (!r) return -1;
+    int rows = PQntuples(r);
+    if (rows > 0) {
+        out->items = donto_xcalloc((size_t)rows, sizeof *out->items);
+        for (int i = 0; i < rows; i++) {
+            donto_leased_item *it = &out->items[i];
+            it->target = (donto_target)i64(r, i, 0);
+            it->item_id = sdup(r, i, 1);
+            it->model = sdup(r, i, 2);
+            it->text = sdup(r, i, 3);
+            it->lease_id = i64(r, i, 4);
+        }
+        out->n = (size_t)rows;
+    }
+    PQclear(r);
+    return 0;
+}
+
+static int pg_model_dims(pg_store *s, const char *model, int *dims, donto_err *err) {
+    for (int i = 0; i < s->nmodels; i++)
+        if (strcmp(s->models[i].name, model) == 0) return *dims = s->models[i].dims, 0;
+    pgp p = {0};
+    p_text(&p, model);
+    PGresult *r = pg_q(s, Q_MODEL_GET, &p, "submit: read models", err);
+    if (!r) return -1;
+    *dims = PQntuples(r) > 0 ? (int)i64(r, 0, 0) : 0;
+    PQclear(r);
+    /* Only a row another transaction committed is cached (rows never change). */
+    if (*dims > 0 && s->nmodels < MODEL_CACHE && strlen(model) < sizeof s->models[0].name) {
+        strcpy(s->models[s->nmodels].name, model);
+        s->models[s->nmodels++].dims = *dims;
+    }
+    return 0;
+}
+
+/* A growing string, for PostgreSQL array literals: a submit's items travel
+ * as a few array parameters ('{...}' values, never SQL text), so a batch is a
+ * handful of round trips whatever its size. */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->p = donto_xrealloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_sep(sbuf *b) { sb_str(b, b->len ? "," : "{"); }
+static void sb_end(sbuf *b) { sb_str(b, b->len ? "}" : "{}"); }
+static void sb_i64(sbuf *b, int64_t x) {
+    char t[24];
+    snprintf(t, sizeof t, "%lld", (long long)x);
+    sb_sep(b);
+    sb_str(b, t);
+}
+/* A quoted array element: backslash and double quote are escaped. */
+static void sb_text(sbuf *b, const char *s) {
+    sb_sep(b);
+    if (!s) {
+        sb_str(b, "NULL");
+        return;
+    }
+    sb_str(b, "\"");
+    for (const char *c = s; *c; c++) {
+        if (*c == '"' || *c == '\\') sb_put(b, "\\", 1);
+        sb_put(b, c, 1);
+    }
+    sb_str(b, "\"");
+}
+/* bytea element in hex input form: "\\x0a1b.." inside the array literal. */
+static void sb_bytea(sbuf *b, const unsigned char *v, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    sb_sep(b);
+    sb_str(b, "\"\\\\x");
+    for (size_t i = 0; i < n; i++) {
+        char h[2] = {hex[v[i] >> 4], hex[v[i] & 15]};
+        sb_put(b, h, 2);
+    }
+    sb_str(b, "\"");
+}
+
+/* One attempt at the whole submit transaction:
+ *   1. lock and read every queue row of the batch in one statement, in key
+ *      order (so two submits never deadlock on each other's rows);
+ *   2. items with no queue row: look the stored vector up (retries, late
+ *      submits; rare);
+ *   3. verdicts in C (donto_submit_verdict_*), shared with SQLite;
+ *   4. accepted items leave the queue and land in vectors in one statement;
+ *   5. the contributor's totals. */
+static int pg_submit_once(pg_store *s, const char *worker_id, const donto_submit_item *items,
+                          size_t n, int64_t now_ms, donto_submit_result *res, donto_err *err) {
+    size_t upserted = 0, repeated = 0, rejected = 0, nacc = 0;
+    int rc = -1;
+    PGresult *q = NULL;
+    char **model = donto_xcalloc(n ? n : 1, sizeof *model);
+    int *best = donto_xcalloc(n ? n : 1, sizeof *best);   /* row in q, or -1 */
+    int *score = donto_xcalloc(n ? n : 1, sizeof *score);
+    unsigned char *accept = donto_xcalloc(n ? n : 1, 1);
+    unsigned char *vec = NULL;
+    size_t veccap = 0;
+    sbuf at = {0}, ai = {0}, am = {0}, ad = {0}, av = {0}, al = {0};
+
+    for (size_t i = 0; i < n; i++) {
+        best[i] = -1;
+        sb_i64(&at, items[i].target);
+        sb_text(&ai, items[i].item_id);
+        sb_text(&am, items[i].model);
+    }
+    sb_end(&at);
+    sb_end(&ai);
+    sb_end(&am);
+    if (pg_cmd(s, "BEGIN", err)) goto out;
+    pgp p = {0};
+    p_text(&p, at.p);
+    p_text(&p, ai.p);
+    p_text(&p, am.p);
+    if (!(q = pg_q(s, Q_SUB_LOCK, &p, "submit: lock queue rows", err))) goto out;
+    /* An item queued for several models: prefer the row whose lease_id was
+     * given, then one leased by this worker (as SQLite's ORDER BY does). */
+    for (int r = 0; r < PQntuples(q); r++) {
+        int64_t ord = i64(q, r, 0);
+        if (ord < 1 || (size_t)ord > n) continue;
+        size_t i = (size_t)ord - 1;
+        int sc = 1 + 2 * (!PQgetisnull(q, r, 3) && i64(q, r, 3) == items[i].lease_id) +
+                 (!PQgetisnull(q, r, 2) && strcmp(PQgetvalue(q, r, 2), worker_id) == 0);
+        if (sc > score[i]) score[i] = sc, best[i] = r;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const donto_submit_item *it = &items[i];
+        donto_reject v;
+        int repeat = 0;
+        if (best[i] >= 0) {
+            int r = best[i];
+            model[i] = sdup(q, r, 1);
+            v = donto_submit_verdict_queued(worker_id, it->lease_id,
+                                            PQgetisnull(q, r, 2) ? NULL : PQgetvalue(q, r, 2),
+                                            i64(q, r, 3));
+        } else {
+            pgp pv = {0};
+            p_i64(&pv, it->target);
+            p_text(&pv, it->item_id);
+            p_text(&pv, it->model);
+            p_i64(&pv, it->lease_id);
+            p_text(&pv, worker_id);
+            PGresult *w = pg_q(s, Q_SUB_VEC, &pv, "submit: read vectors", err);
+            if (!w) goto out;
+            if (PQntuples(w) > 0)
+                v = donto_submit_verdict_stored(worker_id, it->lease_id, 1,
+                                                PQgetisnull(w, 0, 0) ? NULL : PQgetvalue(w, 0, 0),
+                                                i64(w, 0, 1), &repeat);
+            else
+                v = donto_submit_verdict_stored(worker_id, it->lease_id, 0, NULL, 0, &repeat);
+            PQclear(w);
+        }
+        if (v == DONTO_REJECT_NONE && model[i]) {
+            int dims;
+            if (pg_model_dims(s, model[i], &dims, err)) goto out;
+            if (it->dims <= 0 || !it->vector || (dims > 0 && dims != it->dims)) {
+                v = DONTO_REJECT_WRONG_MODEL;
+            } else if (dims == 0) {
+                pgp m = {0};
+                p_text(&m, model[i]);
+                p_i64(&m, it->dims);
+                PGresult *w = pg_q(s, Q_MODEL_ADD, &m, "submit: add model", err);
+                if (!w) goto out;
+                PQclear(w);
+            }
+        }
+        if (v == DONTO_REJECT_NONE && model[i]) {
+            /* The same item twice in one batch: the second is a repeat (one
+             * statement may not upsert a row twice). */
+            for (size_t j = 0; j < i && !repeat; j++)
+                repeat = accept[j] && items[j].target == it->target &&
+                         strcmp(items[j].item_id, it->item_id) == 0 &&
+                         strcmp(model[j], model[i]) == 0;
+            if (!repeat) {
+                accept[i] = 1;
+                nacc++;
+            }
+        }
+        res->reject[i] = v;
+        if (v == DONTO_REJECT_NONE) {
+            upserted++;
+            repeated += (size_t)repeat;
+        } else {
+            rejected++;
+        }
+    }
+    PQclear(q);
+    q = NULL;
+    if (nacc) {
+        at.len = ai.len = am.len = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!accept[i]) continue;
+            const donto_submit_item *it = &items[i];
+            size_t need = (size_t)it->dims * 4;
+            if (need > veccap) vec = donto_xrealloc(vec, veccap = need);
+            donto_f32_to_le(it->vector, it->dims, vec);
+            sb_i64(&at, it->target);
+            sb_text(&ai, it->item_id);
+            sb_text(&am, model[i]);
+            sb_i64(&ad, it->dims);
+            sb_bytea(&av, vec, need);
+            sb_i64(&al, it->lease_id);
+        }
+        sb_end(&at);
+        sb_end(&ai);
+        sb_end(&am);
+        sb_end(&ad);
+        sb_end(&av);
+        sb_end(&al);
+        pgp w = {0};
+        p_text(&w, at.p);
+        p_text(&w, ai.p);
+        p_text(&w, am.p);
+        p_text(&w, ad.p);
+        p_text(&w, av.p);
+        p_text(&w, al.p);
+        p_text(&w, worker_id);
+        p_i64(&w, now_ms);
+        if (!(q = pg_q(s, Q_SUB_WRITE, &w, "submit: move to vectors", err))) goto out;
+        PQclear(q);
+        q = NULL;
+    }
+    {
+        pgp c = {0};
+        p_text(&c, worker_id);
+        p_i64(&c, (int64_t)(upserted - repeated));
+        p_i64(&c, (int64_t)rejected);
+        p_i64(&c, now_ms);
+        if (!(q = pg_q(s, Q_CONTRIB, &c, "submit: contributor totals", err))) goto out;
+        PQclear(q);
+        q = NULL;
+    }
+    if (pg_cmd(s, "COMMIT", err)) goto out;
+    res->upserted = upserted;
+    res->repeated = repeated;
+    rc = 0;
+out:
+    PQclear(q);
+    if (rc) pg_abort(s);
+    for (size_t i = 0; i < n; i++) free(model[i]);
+    free(model);
+    free(best);
+    free(score);
+    free(accept);
+    free(vec);
+    free(at.p);
+    free(ai.p);
+    free(am.p);
+    free(ad.p);
+    free(av.p);
+    free(al.p);
+    return rc;
+}
+
+static int pg_submit(donto_store *b, const char *worker_id, const donto_submit_item *items,
+                     size_t n, int64_t now_ms, donto_submit_result *res, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    res->upserted = res->repeated = 0;
+    if (pg_ready(s, err)) return -1;
+    for (int attempt = 0;; attempt++) {
+        if (pg_submit_once(s, worker_id, items, n, now_ms, res, err) == 0) return 0;
+        if (attempt == 2 || !retryable(s)) return -1;
+    }
+}
+
+static int pg_release_once(pg_store *s, const char *worker_id, const donto_submit_item *items,
+                           size_t n, size_t *count, donto_err *err) {
+    *count = 0;
+    if (pg_cmd(s, "BEGIN", err)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        pgp p = {0};
+        p_i64(&p, items[i].target);
+        p_text(&p, items[i].item_id);
+        p_text(&p, items[i].model);
+        p_text(&p, worker_id);
+        p_i64(&p, items[i].lease_id);
+        PGresult *r = pg_q(s, Q_RELEASE, &p, "release", err);
+        if (!r) return pg_abort(s);
+        *count += changed(r);
+        PQclear(r);
+    }
+    if (pg_cmd(s, "COMMIT", err)) return pg_abort(s);
+    return 0;
+}
+
+static int pg_release(donto_store *b, const char *worker_id, const donto_submit_item *items,
+                      size_t n, size_t *released, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    size_t count = 0;
+    if (released) *released = 0;
+    if (pg_ready(s, err)) return -1;
+    for (int attempt = 0;; attempt++) {
+        if (pg_release_once(s, worker_id, items, n, &count, err) == 0) break;
+        if (attempt == 2 || !retryable(s)) return -1;
+    }
+    if (released) *released = count;
+    return 0;
+}
+
+static int pg_report(donto_store *b, const char *worker_id, const char *kind, const char *message,
+                     int64_t now_ms, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    if (pg_ready(s, err)) return -1;
+    const char *msg = message ? message : "";
+    size_t len = donto_utf8_prefix(msg, DONTO_REPORT_MAX_CHARS);
+    char *cut = donto_xmalloc(len + 1);
+    memcpy(cut, msg, len);
+    cut[len] = 0;
+    pgp p = {0};
+    p_text(&p, worker_id);
+    p_text(&p, kind ? kind : "");
+    p_text(&p, cut);
+    p_i64(&p, now_ms);
+    PGresult *r = NULL;
+    if (pg_cmd(s, "BEGIN", err)) goto fail;
+    if (!(r = pg_q(s, Q_REPORT, &p, "report insert", err))) goto fail;
+    PQclear(r);
+    pgp c = {0};
+    p_text(&c, worker_id);
+    p_i64(&c, 0);
+    p_i64(&c, 0);
+    p_i64(&c, now_ms);
+    if (!(r = pg_q(s, Q_CONTRIB, &c, "report: contributor last_seen", err))) goto fail;
+    PQclear(r);
+    if (pg_cmd(s, "COMMIT", err)) goto fail;
+    free(cut);
+    return 0;
+fail:
+    free(cut);
+    return pg_abort(s);
+}
+
+static int pg_stats(donto_store *b, int64_t now_ms, donto_target_stats out[DONTO_TARGET_N],
+                    donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    memset(out, 0, sizeof(donto_target_stats) * DONTO_TARGET_N);
+    if (pg_ready(s, err)) return -1;
+    /* One snapshot for both counts, so an item moving from queue to vectors
+     * is counted exactly once. */
+    if (pg_cmd(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err)) return -1;
+    PGresult *r = pg_q(s, Q_STATS_VEC, NULL, "stats: count vectors", err);
+    if (!r) return pg_abort(s);
+    for (int i = 0; i < PQntuples(r); i++) {
+        int64_t t = i64(r, i, 0);
+        if (t >= 0 && t < DONTO_TARGET_N) out[t].embedded = i64(r, i, 1);
+    }
+    PQclear(r);
+    pgp p = {0};
+    p_i64(&p, now_ms);
+    if (!(r = pg_q(s, Q_STATS_QUEUE, &p, "stats: count queue", err))) return pg_abort(s);
+    for (int i = 0; i < PQntuples(r); i++) {
+        int64_t t = i64(r, i, 0);
+        if (t < 0 || t >= DONTO_TARGET_N) continue;
+        out[t].pending = i64(r, i, 1);
+        out[t].leased = i64(r, i, 2);
+    }
+    PQclear(r);
+    if (pg_cmd(s, "COMMIT", err)) return pg_abort(s);
+    for (int t = 0; t < DONTO_TARGET_N; t++)
+        out[t].total = out[t].embedded + out[t].pending + out[t].leased;
+    return 0;
+}
+
+static int pg_embedded_since(donto_store *b, int64_t since_ms, int64_t *count, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    *count = 0;
+    if (pg_ready(s, err)) return -1;
+    pgp p = {0};
+    p_i64(&p, since_ms);
+    PGresult *r = pg_q(s, Q_SINCE, &p, "count recent vectors", err);
+    if (!r) return -1;
+    *count = i64(r, 0, 0);
+    PQclear(r);
+    return 0;
+}
+
+static int pg_contributors(donto_store *b, int limit, donto_contributor **out, size_t *n,
+                           donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    *out = NULL;
+    *n = 0;
+    if (pg_ready(s, err)) return -1;
+    pgp p = {0};
+    p_i64(&p, limit);
+    PGresult *r = pg_q(s, Q_CONTRIB_LIST, &p, "list contributors", err);
+    if (!r) return -1;
+    int rows = PQntuples(r);
+    if (rows > 0) *out = donto_xcalloc((size_t)rows, sizeof **out);
+    for (int i = 0; i < rows; i++) {
+        (*out)[i].worker_id = sdup(r, i, 0);
+        (*out)[i].total = i64(r, i, 1);
+        (*out)[i].rejected = i64(r, i, 2);
+        (*out)[i].last_seen = i64(r, i, 3);
+    }
+    *n = (size_t)rows;
+    PQclear(r);
+    return 0;
+}
+
+static int pg_reports_recent(donto_store *b, int limit, donto_report **out, size_t *n,
+                             donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    *out = NULL;
+    *n = 0;
+    if (pg_ready(s, err)) return -1;
+    pgp p = {0};
+    p_i64(&p, limit);
+    PGresult *r = pg_q(s, Q_REPORTS, &p, "list reports", err);
+    if (!r) return -1;
+    int rows = PQntuples(r);
+    if (rows > 0) *out = donto_xcalloc((size_t)rows, sizeof **out);
+    for (int i = 0; i < rows; i++) {
+        (*out)[i].id = i64(r, i, 0);
+        (*out)[i].worker_id = sdup(r, i, 1);
+        (*out)[i].kind = sdup(r, i, 2);
+        (*out)[i].message = sdup(r, i, 3);
+        (*out)[i].created = i64(r, i, 4);
+    }
+    *n = (size_t)rows;
+    PQclear(r);
+    return 0;
+}
+
+static int pg_token_add(donto_store *b, const char *name, donto_role role, const uint8_t hash[32],
+                        int64_t now_ms, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    if (pg_ready(s, err)) return -1;
+    pgp p = {0};
+    p_text(&p, name);
+    p_bin(&p, hash, 32);
+    p_text(&p, donto_role_name(role));
+    p_i64(&p, now_ms);
+    PGresult *r = pg_q(s, Q_TOK_ADD, &p, "token add", err);
+    if (!r) {
+        if (strcmp(s->sqlstate, "23505") == 0)
+            return donto_seterr(err, "token '%s' already exists (or its hash is in use)", name);
+        return -1;
+    }
+    PQclear(r);
+    return 0;
+}
+
+static int pg_token_check(donto_store *b, const uint8_t hash[32], int *found, donto_role *role,
+                          char *name, size_t name_cap, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    *found = 0;
+    if (pg_ready(s, err)) return -1;
+    pgp p = {0};
+    p_bin(&p, hash, 32);
+    PGresult *r = pg_q(s, Q_TOK_CHECK, &p, "token check", err);
+    if (!r) return -1;
+    if (PQntuples(r) > 0) {
+        int ro = donto_role_parse(PQgetvalue(r, 0, 1));
+        if (ro >= 0) {
+            *found = 1;
+            if (role) *role = (donto_role)ro;
+            if (name && name_cap) snprintf(name, name_cap, "%s", PQgetvalue(r, 0, 0));
+        }
+    }
+    PQclear(r);
+    return 0;
+}
+
+static int pg_token_revoke(donto_store *b, const char *name, int *revoked, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    if (pg_ready(s, err)) return -1;
+    pgp p = {0};
+    p_text(&p, name);
+    PGresult *r = pg_q(s, Q_TOK_REVOKE, &p, "token revoke", err);
+    if (!r) return -1;
+    if (revoked) *revoked = changed(r) > 0;
+    PQclear(r);
+    return 0;
+}
+
+static int pg_token_list(donto_store *b, donto_token_info **out, size_t *n, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    *out = NULL;
+    *n = 0;
+    if (pg_ready(s, err)) return -1;
+    PGresult *r = pg_q(s, Q_TOK_LIST, NULL, "token list", err);
+    if (!r) return -1;
+    int rows = PQntuples(r);
+    if (rows > 0) *out = donto_xcalloc((size_t)rows, sizeof **out);
+    for (int i = 0; i < rows; i++) {
+        (*out)[i].name = sdup(r, i, 0);
+        int ro = donto_role_parse(PQgetvalue(r, i, 1));
+        (*out)[i].role = ro < 0 ? DONTO_ROLE_CONTRIBUTOR : (donto_role)ro;
+        (*out)[i].created = i64(r, i, 2);
+        (*out)[i].revoked = i64(r, i, 3) != 0;
+    }
+    *n = (size_t)rows;
+    PQclear(r);
+    return 0;
+}
+
+static int pg_ping(donto_store *b, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    if (pg_ready(s, err)) return -1;
+    return pg_cmd(s, "SELECT 1", err);
+}
+
+static void pg_close(donto_store *b) {
+    pg_store *s = (pg_store *)b;
+    if (!s) return;
+    PQfinish(s->conn);
+    free(s);
+}
+
+static const donto_store_ops PG_OPS = {
+    .migrate = pg_migrate,
+    .enqueue = pg_enqueue,
+    .lease = pg_lease,
+    .submit = pg_submit,
+    .release = pg_release,
+    .report = pg_report,
+    .stats = pg_stats,
+    .embedded_since = pg_embedded_since,
+    .contributors = pg_contributors,
+    .reports_recent = pg_reports_recent,
+    .token_add = pg_token_add,
+    .token_check = pg_token_check,
+    .token_revoke = pg_token_revoke,
+    .token_list = pg_token_list,
+    .ping = pg_ping,
+    .close = pg_close,
+};
+
+int donto_store_open_pg(const char *url, donto_store **out, donto_err *err) {
+    *out = NULL;
+    pg_store *s = donto_xcalloc(1, sizeof *s);
+    s->base.ops = &PG_OPS;
+    s->conn = PQconnectdb(url);
+    if (!s->conn || PQstatus(s->conn) != CONNECTION_OK) {
+        /* The URL may hold a password: report the server's reason only. */
+        if (s->conn)
+            pg_fail(s, err, "connect", NULL);
+        else
+            donto_seterr(err, "postgres: connect: out of memory");
+        pg_close(&s->base);
+        return -1;
+    }
+    if (pg_setup(s, err)) {
+        pg_close(&s->base);
+        return -1;
+    }
+    *out = &s->base;
+    return 0;
+}

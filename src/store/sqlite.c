@@ -1,0 +1,753 @@
+/* donto-accel: the SQLite store backend (WAL, one writer at a time).
+ *
+ * Every write is one BEGIN IMMEDIATE transaction: the write lock is taken up
+ * front, so two handles never both read "ready" rows and then both lease
+ * them; leases are disjoint by construction. Readers (stats, lists) do not
+ * block the writer in WAL mode. Statements are prepared once per handle and
+ * reset after each use so no read snapshot lingers. */
+#define _POSIX_C_SOURCE 200809L
+#include "store/store_int.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum {
+    Q_LEASE_ANY, Q_LEASE_TARGET, Q_SEQ_GET, Q_SEQ_SET, Q_LEASE_SET, Q_ENQ, Q_SUB_QUEUE,
+    Q_SUB_VEC, Q_MODEL_GET, Q_MODEL_ADD, Q_VEC_UPSERT, Q_QUEUE_DEL, Q_CONTRIB, Q_RELEASE,
+    Q_REPORT, Q_STATS_VEC, Q_STATS_QUEUE, Q_SINCE, Q_CONTRIB_LIST, Q_REPORTS, Q_TOK_ADD,
+    Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST, Q_MIG_HAS, Q_MIG_ADD, Q_N
+};
+
+static const char *const SQL[Q_N] = {
+    [Q_LEASE_ANY] = "SELECT target, item_id, model, text FROM queue WHERE lease_expires <= ?1 "
+                    "ORDER BY lease_expires LIMIT ?2",
+    [Q_LEASE_TARGET] = "SELECT target, item_id, model, text FROM queue WHERE target = ?3 AND "
+                       "lease_expires <= ?1 ORDER BY lease_expires LIMIT ?2",
+    [Q_SEQ_GET] = "SELECT next FROM lease_seq WHERE id = 1",
+    [Q_SEQ_SET] = "UPDATE lease_seq SET next = ?1 WHERE id = 1",
+    [Q_LEASE_SET] = "UPDATE queue SET lease_owner = ?1, lease_id = ?2, lease_expires = ?3, "
+                    "attempts = attempts + 1 WHERE target = ?4 AND item_id = ?5 AND model = ?6",
+    [Q_ENQ] = "INSERT INTO queue (target, item_id, model, text) SELECT ?1, ?2, ?3, ?4 "
+              "WHERE NOT EXISTS (SELECT 1 FROM vectors WHERE target = ?1 AND item_id = ?2 AND "
+              "model = ?3) ON CONFLICT DO NOTHING",
+    /* Prefer the row this submit is about when an item is queued for two models. */
+    [Q_SUB_QUEUE] = "SELECT model, lease_owner, lease_id FROM queue WHERE target = ?1 AND "
+                    "item_id = ?2 AND (?3 IS NULL OR model = ?3) "
+                    "ORDER BY (lease_id IS ?4) DESC, (lease_owner IS ?5) DESC LIMIT 1",
+    [Q_SUB_VEC] = "SELECT contributor, lease_id FROM vectors WHERE target = ?1 AND item_id = ?2 "
+                  "AND (?3 IS NULL OR model = ?3) "
+                  "ORDER BY (lease_id IS ?4) DESC, (contributor IS ?5) DESC LIMIT 1",
+    [Q_MODEL_GET] = "SELECT dims FROM models WHERE name = ?1",
+    [Q_MODEL_ADD] = "INSERT INTO models (name, dims) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+    [Q_VEC_UPSERT] = "INSERT INTO vectors (target, item_id, model, dims, vec, contributor, "
+                     "lease_id, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+                     "ON CONFLICT (target, item_id, model) DO UPDATE SET dims = excluded.dims, "
+                     "vec = excluded.vec, contributor = excluded.contributor, "
+                     "lease_id = excluded.lease_id, created = excluded.created",
+    [Q_QUEUE_DEL] = "DELETE FROM queue WHERE target = ?1 AND item_id = ?2 AND model = ?3",
+    [Q_CONTRIB] = "INSERT INTO contributors (worker_id, total, rejected, last_seen) "
+                  "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (worker_id) DO UPDATE SET "
+                  "total = total + excluded.total, rejected = rejected + excluded.rejected, "
+                  "last_seen = max(last_seen, excluded.last_seen)",
+    [Q_RELEASE] = "UPDATE queue SET lease_owner = NULL, lease_expires = 0 WHERE target = ?1 AND "
+                  "item_id = ?2 AND (?3 IS NULL OR model = ?3) AND lease_owner = ?4 AND "
+                  "(?5 = 0 OR lease_id = ?5)",
+    [Q_REPORT] = "INSERT INTO reports (worker_id, kind, message, created) VALUES (?1, ?2, ?3, ?4)",
+    [Q_STATS_VEC] = "SELECT target, count(*) FROM vectors GROUP BY target",
+    [Q_STATS_QUEUE] = "SELECT target, sum(lease_expires <= ?1), sum(lease_expires > ?1) "
+                      "FROM queue GROUP BY target",
+    [Q_SINCE] = "SELECT count(*) FROM vectors WHERE created >= ?1",
+    [Q_CONTRIB_LIST] = "SELECT worker_id, total, rejected, last_seen FROM contributors "
+                       "ORDER BY total DESC, worker_id LIMIT ?1",
+    [Q_REPORTS] = "SELECT id, worker_id, kind, message, created FROM reports "
+                  "ORDER BY created DESC, id DESC LIMIT ?1",
+    [Q_TOK_ADD] = "INSERT INTO tokens (name, hash, role, created) VALUES (?1, ?2, ?3, ?4)",
+    [Q_TOK_CHECK] = "SELECT name, role FROM tokens WHERE hash = ?1 AND revoked = 0",
+    [Q_TOK_REVOKE] = "UPDATE tokens SET revoked = 1 WHERE name = ?1 AND revoked = 0",
+    [Q_TOK_LIST] = "SELECT name, role, created, revoked FROM tokens ORDER BY name",
+    [Q_MIG_HAS] = "SELECT 1 FROM schema_migrations WHERE version = ?1",
+    [Q_MIG_ADD] = "INSERT INTO schema_migrations (version, name, applied) "
+                  "VALUES (?1, ?2, strftime('%s','now'))",
+};
+
+/* Numbered migrations; never edit one that has shipped, add the next. */
+static const struct {
+    int version;
+    const char *name;
+    const char *sql;
+} MIGRATIONS[] = {
+    {1, "queue and vectors",
+     /* lease_expires is 0 (not NULL) for items never leased or released, so
+      * "ready" is one range, lease_expires <= now, served by one index walk
+      * that stops after n rows (expired leases are ready with no reclaim). */
+     "CREATE TABLE queue (target INTEGER NOT NULL, item_id TEXT NOT NULL, model TEXT NOT NULL,"
+     " text TEXT NOT NULL, lease_owner TEXT, lease_id INTEGER,"
+     " lease_expires INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,"
+     " PRIMARY KEY (target, item_id, model));"
+     "CREATE INDEX queue_ready ON queue (lease_expires);"
+     "CREATE INDEX queue_target_ready ON queue (target, lease_expires);"
+     "CREATE TABLE vectors (target INTEGER NOT NULL, item_id TEXT NOT NULL, model TEXT NOT NULL,"
+     " dims INTEGER NOT NULL, vec BLOB NOT NULL, contributor TEXT NOT NULL, lease_id INTEGER,"
+     " created INTEGER NOT NULL, PRIMARY KEY (target, item_id, model));"
+     "CREATE INDEX vectors_created ON vectors (created);"
+     "CREATE TABLE models (name TEXT PRIMARY KEY, dims INTEGER NOT NULL);"
+     "CREATE TABLE lease_seq (id INTEGER PRIMARY KEY CHECK (id = 1), next INTEGER NOT NULL);"
+     "INSERT INTO lease_seq VALUES (1, 1);"},
+    {2, "tokens",
+     "CREATE TABLE tokens (name TEXT PRIMARY KEY, hash BLOB NOT NULL UNIQUE,"
+     " role TEXT NOT NULL CHECK (role IN ('contributor', 'admin')),"
+     " created INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);"},
+    {3, "reports and contributors",
+     "CREATE TABLE reports (id INTEGER PRIMARY KEY AUTOINCREMENT, worker_id TEXT NOT NULL,"
+     " kind TEXT NOT NULL, message TEXT NOT NULL, created INTEGER NOT NULL);"
+     "CREATE INDEX reports_created ON reports (created);"
+     "CREATE TABLE contributors (worker_id TEXT PRIMARY KEY, total INTEGER NOT NULL DEFAULT 0,"
+     " rejected INTEGER NOT NULL DEFAULT 0, last_seen INTEGER NOT NULL DEFAULT 0);"},
+};
+
+#define MODEL_CACHE 8
+
+typedef struct sq_store {
+    donto_store base;
+    sqlite3 *db;
+    sqlite3_stmt *st[Q_N];
+    double busy_start;
+    /* model -> dims, only values read back from committed rows */
+    struct {
+        char name[128];
+        int dims;
+    } models[MODEL_CACHE];
+    int nmodels;
+} sq_store;
+
+static int sq_fail(sq_store *s, donto_err *err, const char *step) {
+    return donto_seterr(err, "sqlite: %s: %s", step, sqlite3_errmsg(s->db));
+}
+
+/* The prepared statement for q, ready to bind (reset, bindings cleared). */
+static sqlite3_stmt *sq_get(sq_store *s, int q, donto_err *err) {
+    if (!s->st[q]) {
+        if (sqlite3_prepare_v3(s->db, SQL[q], -1, SQLITE_PREPARE_PERSISTENT, &s->st[q], NULL) !=
+            SQLITE_OK) {
+            sq_fail(s, err, "prepare");
+            donto_preerr(err, "statement %d", q);
+            return NULL;
+        }
+    }
+    return s->st[q];
+}
+
+static void sq_done(sqlite3_stmt *st) {
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v) {
+    if (v)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* Step a statement that returns no rows; resets it. */
+static int sq_run(sq_store *s, sqlite3_stmt *st, const char *step, donto_err *err) {
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        sq_fail(s, err, step);
+        sq_done(st);
+        return -1;
+    }
+    sq_done(st);
+    return 0;
+}
+
+/* Run SQL without parameters (fixed text only); step names it in errors. */
+static int sq_exec_step(sq_store *s, const char *sql, const char *step, donto_err *err) {
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        donto_seterr(err, "sqlite: %s: %s", step, msg ? msg : sqlite3_errmsg(s->db));
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int sq_exec(sq_store *s, const char *sql, donto_err *err) {
+    return sq_exec_step(s, sql, sql, err);
+}
+
+static int sq_begin(sq_store *s, donto_err *err) { return sq_exec(s, "BEGIN IMMEDIATE", err); }
+static int sq_commit(sq_store *s, donto_err *err) {
+    if (sq_exec(s, "COMMIT", err) == 0) return 0;
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+/* Roll back after a failure; err already holds the reason. */
+static int sq_abort(sq_store *s) {
+    if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
+static char *col_dup(sqlite3_stmt *st, int c) {
+    const unsigned char *t = sqlite3_column_text(st, c);
+    return t ? donto_xstrdup((const char *)t) : NULL;
+}
+
+/* Short sleeps instead of SQLite's default 1..100 ms back-off: with many
+ * handles contending, the write lock would otherwise sit idle between polls. */
+static int sq_busy(void *arg, int count) {
+    sq_store *s = arg;
+    if (count == 0) s->busy_start = donto_now();
+    if (donto_now() - s->busy_start > 30.0) return 0;
+    long us = 50L * (count + 1);
+    if (us > 2000) us = 2000;
+    struct timespec ts = {0, us * 1000L};
+    nanosleep(&ts, NULL);
+    return 1;
+}
+
+static int sq_migrate(donto_store *b, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    if (sq_exec(s,
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
+                " name TEXT NOT NULL, applied INTEGER NOT NULL)",
+                err))
+        return -1;
+    for (size_t i = 0; i < sizeof MIGRATIONS / sizeof MIGRATIONS[0]; i++) {
+        if (sq_begin(s, err)) return -1;
+        sqlite3_stmt *st = sq_get(s, Q_MIG_HAS, err);
+        if (!st) return sq_abort(s);
+        sqlite3_bind_int(st, 1, MIGRATIONS[i].version);
+        int rc = sqlite3_step(st);
+        sq_done(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+            sq_fail(s, err, "read schema_migrations");
+            return sq_abort(s);
+        }
+        if (rc == SQLITE_ROW) { /* already applied */
+            if (sq_commit(s, err)) return -1;
+            continue;
+        }
+        if (sq_exec_step(s, MIGRATIONS[i].sql, "apply", err)) {
+            donto_preerr(err, "migration %d (%s)", MIGRATIONS[i].version, MIGRATIONS[i].name);
+            return sq_abort(s);
+        }
+        if (!(st = sq_get(s, Q_MIG_ADD, err))) return sq_abort(s);
+        sqlite3_bind_int(st, 1, MIGRATIONS[i].version);
+        bind_text(st, 2, MIGRATIONS[i].name);
+        if (sq_run(s, st, "record migration", err)) return sq_abort(s);
+        if (sq_commit(s, err)) return -1;
+    }
+    /* Statements prepared before the schema changed re-prepare themselves. */
+    return 0;
+}
+
+static int sq_enqueue(donto_store *b, const donto_enqueue_item *items, size_t n, size_t *added,
+                      donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    size_t count = 0;
+    if (added) *added = 0;
+    if (sq_begin(s, err)) return -1;
+    sqlite3_stmt *st = sq_get(s, Q_ENQ, err);
+    if (!st) return sq_abort(s);
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_bind_int(st, 1, items[i].target);
+        bind_text(st, 2, items[i].item_id);
+        bind_text(st, 3, items[i].model);
+        bind_text(st, 4, items[i].text);
+        if (sq_run(s, st, "enqueue insert", err)) return sq_abort(s);
+        count += (size_t)sqlite3_changes(s->db);
+    }
+    if (sq_commit(s, err)) return -1;
+    if (added) *added = count;
+    return 0;
+}
+
+static int sq_lease(donto_store *b, const char *worker_id, int n, int target, int64_t now_ms,
+                    int64_t ttl_ms, donto_lease_batch *out, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    out->items = NULL;
+    out->n = 0;
+    if (n <= 0) return 0;
+    if (sq_begin(s, err)) return -1;
+    sqlite3_stmt *st = sq_get(s, target >= 0 ? Q_LEASE_TARGET : Q_LEASE_ANY, err);
+    if (!st) return sq_abort(s);
+    sqlite3_bind_int64(st, 1, now_ms);
+    sqlite3_bind_int(st, 2, n);
+    if (target >= 0) sqlite3_bind_int(st, 3, target);
+    size_t cap = 0; /* grown as rows come: n is the caller's cap, maybe huge */
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (out->n == cap) {
+            cap = cap ? 2 * cap : 64;
+            out->items = donto_xrealloc(out->items, cap * sizeof *out->items);
+        }
+        donto_leased_item *it = &out->items[out->n++];
+        memset(it, 0, sizeof *it);
+        it->target = (donto_target)sqlite3_column_int(st, 0);
+        it->item_id = col_dup(st, 1);
+        it->model = col_dup(st, 2);
+        it->text = col_dup(st, 3);
+    }
+    sq_done(st);
+    if (rc != SQLITE_DONE) {
+        sq_fail(s, err, "lease select");
+        goto fail;
+    }
+    if (out->n == 0) {
+        if (sq_commit(s, err)) goto fail;
+        donto_lease_batch_free(out);
+        return 0;
+    }
+    /* lease_id: a counter row bumped inside this write transaction. */
+    if (!(st = sq_get(s, Q_SEQ_GET, err))) goto fail;
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        sq_fail(s, err, "read lease_seq");
+        sq_done(st);
+        goto fail;
+    }
+    int64_t next = sqlite3_column_int64(st, 0);
+    sq_done(st);
+    if (!(st = sq_get(s, Q_LEASE_SET, err))) goto fail;
+    for (size_t i = 0; i < out->n; i++) {
+        donto_leased_item *it = &out->items[i];
+        it->lease_id = next++;
+        bind_text(st, 1, worker_id);
+        sqlite3_bind_int64(st, 2, it->lease_id);
+        sqlite3_bind_int64(st, 3, now_ms + ttl_ms);
+        sqlite3_bind_int(st, 4, it->target);
+        bind_text(st, 5, it->item_id);
+        bind_text(st, 6, it->model);
+        if (sq_run(s, st, "lease update", err)) goto fail;
+    }
+    if (!(st = sq_get(s, Q_SEQ_SET, err))) goto fail;
+    sqlite3_bind_int64(st, 1, next);
+    if (sq_run(s, st, "bump lease_seq", err)) goto fail;
+    if (sq_commit(s, err)) goto fail;
+    return 0;
+fail:
+    sq_abort(s);
+    donto_lease_batch_free(out);
+    return -1;
+}
+
+/* Dims of a model, from the cache or the models table; 0 when unknown. */
+static int sq_model_dims(sq_store *s, const char *model, int *dims, donto_err *err) {
+    for (int i = 0; i < s->nmodels; i++)
+        if (strcmp(s->models[i].name, model) == 0) return *dims = s->models[i].dims, 0;
+    sqlite3_stmt *st = sq_get(s, Q_MODEL_GET, err);
+    if (!st) return -1;
+    bind_text(st, 1, model);
+    int rc = sqlite3_step(st);
+    *dims = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    sq_done(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(s, err, "read models");
+    if (*dims > 0 && s->nmodels < MODEL_CACHE && strlen(model) < sizeof s->models[0].name) {
+        /* Only a committed row is cached: rows in the models table never change. */
+        strcpy(s->models[s->nmodels].name, model);
+        s->models[s->nmodels++].dims = *dims;
+    }
+    return 0;
+}
+
+static int sq_submit(donto_store *b, const char *worker_id, const donto_submit_item *items,
+                     size_t n, int64_t now_ms, donto_submit_result *res, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    size_t upserted = 0, repeated = 0, rejected = 0;
+    res->upserted = res->repeated = 0;
+    unsigned char *buf = NULL;
+    size_t bufcap = 0;
+    if (sq_begin(s, err)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        const donto_submit_item *it = &items[i];
+        donto_reject r = DONTO_REJECT_UNKNOWN_ITEM;
+        int repeat = 0;
+        char *model = NULL;
+        sqlite3_stmt *st = sq_get(s, Q_SUB_QUEUE, err);
+        if (!st) goto fail;
+        sqlite3_bind_int(st, 1, it->target);
+        bind_text(st, 2, it->item_id);
+        bind_text(st, 3, it->model);
+        sqlite3_bind_int64(st, 4, it->lease_id);
+        bind_text(st, 5, worker_id);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            model = col_dup(st, 0);
+            const char *owner = (const char *)sqlite3_column_text(st, 1);
+            r = donto_submit_verdict_queued(worker_id, it->lease_id, owner,
+                                            sqlite3_column_int64(st, 2));
+        }
+        sq_done(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+            sq_fail(s, err, "submit: read queue");
+            goto fail;
+        }
+        if (rc == SQLITE_DONE) {
+            if (!(st = sq_get(s, Q_SUB_VEC, err))) goto fail;
+            sqlite3_bind_int(st, 1, it->target);
+            bind_text(st, 2, it->item_id);
+            bind_text(st, 3, it->model);
+            sqlite3_bind_int64(st, 4, it->lease_id);
+            bind_text(st, 5, worker_id);
+            rc = sqlite3_step(st);
+            if (rc == SQLITE_ROW)
+                r = donto_submit_verdict_stored(worker_id, it->lease_id, 1,
+                                                (const char *)sqlite3_column_text(st, 0),
+                                                sqlite3_column_int64(st, 1), &repeat);
+            else
+                r = donto_submit_verdict_stored(worker_id, it->lease_id, 0, NULL, 0, &repeat);
+            sq_done(st);
+            if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+                sq_fail(s, err, "submit: read vectors");
+                goto fail;
+            }
+        }
+        if (r == DONTO_REJECT_NONE && model) {
+            int dims;
+            if (sq_model_dims(s, model, &dims, err)) {
+                free(model);
+                goto fail;
+            }
+            if (it->dims <= 0 || !it->vector || (dims > 0 && dims != it->dims)) {
+                r = DONTO_REJECT_WRONG_MODEL;
+            } else if (dims == 0) {
+                if (!(st = sq_get(s, Q_MODEL_ADD, err))) goto fail_model;
+                bind_text(st, 1, model);
+                sqlite3_bind_int(st, 2, it->dims);
+                if (sq_run(s, st, "submit: add model", err)) goto fail_model;
+            }
+        }
+        if (r == DONTO_REJECT_NONE && model) {
+            size_t need = (size_t)it->dims * 4;
+            if (need > bufcap) {
+                buf = donto_xrealloc(buf, need);
+                bufcap = need;
+            }
+            donto_f32_to_le(it->vector, it->dims, buf);
+            if (!(st = sq_get(s, Q_VEC_UPSERT, err))) goto fail_model;
+            sqlite3_bind_int(st, 1, it->target);
+            bind_text(st, 2, it->item_id);
+            bind_text(st, 3, model);
+            sqlite3_bind_int(st, 4, it->dims);
+            sqlite3_bind_blob(st, 5, buf, (int)need, SQLITE_STATIC);
+            bind_text(st, 6, worker_id);
+            sqlite3_bind_int64(st, 7, it->lease_id);
+            sqlite3_bind_int64(st, 8, now_ms);
+            if (sq_run(s, st, "submit: upsert vector", err)) goto fail_model;
+            if (!(st = sq_get(s, Q_QUEUE_DEL, err))) goto fail_model;
+            sqlite3_bind_int(st, 1, it->target);
+            bind_text(st, 2, it->item_id);
+            bind_text(st, 3, model);
+            if (sq_run(s, st, "submit: delete from queue", err)) goto fail_model;
+        }
+        free(model);
+        res->reject[i] = r;
+        if (r == DONTO_REJECT_NONE) {
+            upserted++;
+            repeated += (size_t)repeat;
+        } else {
+            rejected++;
+        }
+        continue;
+    fail_model:
+        free(model);
+        goto fail;
+    }
+    {
+        sqlite3_stmt *st = sq_get(s, Q_CONTRIB, err);
+        if (!st) goto fail;
+        bind_text(st, 1, worker_id);
+        sqlite3_bind_int64(st, 2, (int64_t)(upserted - repeated));
+        sqlite3_bind_int64(st, 3, (int64_t)rejected);
+        sqlite3_bind_int64(st, 4, now_ms);
+        if (sq_run(s, st, "submit: contributor totals", err)) goto fail;
+    }
+    if (sq_commit(s, err)) goto fail;
+    free(buf);
+    res->upserted = upserted;
+    res->repeated = repeated;
+    return 0;
+fail:
+    free(buf);
+    return sq_abort(s);
+}
+
+static int sq_release(donto_store *b, const char *worker_id, const donto_submit_item *items,
+                      size_t n, size_t *released, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    size_t count = 0;
+    if (released) *released = 0;
+    if (sq_begin(s, err)) return -1;
+    sqlite3_stmt *st = sq_get(s, Q_RELEASE, err);
+    if (!st) return sq_abort(s);
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_bind_int(st, 1, items[i].target);
+        bind_text(st, 2, items[i].item_id);
+        bind_text(st, 3, items[i].model);
+        bind_text(st, 4, worker_id);
+        sqlite3_bind_int64(st, 5, items[i].lease_id);
+        if (sq_run(s, st, "release", err)) return sq_abort(s);
+        count += (size_t)sqlite3_changes(s->db);
+    }
+    if (sq_commit(s, err)) return -1;
+    if (released) *released = count;
+    return 0;
+}
+
+static int sq_report(donto_store *b, const char *worker_id, const char *kind, const char *message,
+                     int64_t now_ms, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    if (sq_begin(s, err)) return -1;
+    sqlite3_stmt *st = sq_get(s, Q_REPORT, err);
+    if (!st) return sq_abort(s);
+    const char *msg = message ? message : "";
+    bind_text(st, 1, worker_id);
+    bind_text(st, 2, kind ? kind : "");
+    sqlite3_bind_text(st, 3, msg, (int)donto_utf8_prefix(msg, DONTO_REPORT_MAX_CHARS),
+                      SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, now_ms);
+    if (sq_run(s, st, "report insert", err)) return sq_abort(s);
+    if (!(st = sq_get(s, Q_CONTRIB, err))) return sq_abort(s);
+    bind_text(st, 1, worker_id);
+    sqlite3_bind_int64(st, 2, 0);
+    sqlite3_bind_int64(st, 3, 0);
+    sqlite3_bind_int64(st, 4, now_ms);
+    if (sq_run(s, st, "report: contributor last_seen", err)) return sq_abort(s);
+    return sq_commit(s, err);
+}
+
+static int sq_stats(donto_store *b, int64_t now_ms, donto_target_stats out[DONTO_TARGET_N],
+                    donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    memset(out, 0, sizeof(donto_target_stats) * DONTO_TARGET_N);
+    /* One read transaction so the two counts come from one snapshot. */
+    if (sq_exec(s, "BEGIN", err)) return -1;
+    sqlite3_stmt *st = sq_get(s, Q_STATS_VEC, err);
+    if (!st) return sq_abort(s);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int t = sqlite3_column_int(st, 0);
+        if (t >= 0 && t < DONTO_TARGET_N) out[t].embedded = sqlite3_column_int64(st, 1);
+    }
+    sq_done(st);
+    if (rc != SQLITE_DONE) return sq_fail(s, err, "stats: count vectors"), sq_abort(s);
+    if (!(st = sq_get(s, Q_STATS_QUEUE, err))) return sq_abort(s);
+    sqlite3_bind_int64(st, 1, now_ms);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int t = sqlite3_column_int(st, 0);
+        if (t < 0 || t >= DONTO_TARGET_N) continue;
+        out[t].pending = sqlite3_column_int64(st, 1);
+        out[t].leased = sqlite3_column_int64(st, 2);
+    }
+    sq_done(st);
+    if (rc != SQLITE_DONE) return sq_fail(s, err, "stats: count queue"), sq_abort(s);
+    for (int t = 0; t < DONTO_TARGET_N; t++)
+        out[t].total = out[t].embedded + out[t].pending + out[t].leased;
+    return sq_commit(s, err);
+}
+
+static int sq_embedded_since(donto_store *b, int64_t since_ms, int64_t *count, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    sqlite3_stmt *st = sq_get(s, Q_SINCE, err);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, since_ms);
+    int rc = sqlite3_step(st);
+    *count = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    sq_done(st);
+    return rc == SQLITE_ROW ? 0 : sq_fail(s, err, "count recent vectors");
+}
+
+static int sq_contributors(donto_store *b, int limit, donto_contributor **out, size_t *n,
+                           donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st = sq_get(s, Q_CONTRIB_LIST, err);
+    if (!st) return -1;
+    sqlite3_bind_int(st, 1, limit);
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) *out = donto_xrealloc(*out, (cap = cap ? 2 * cap : 16) * sizeof **out);
+        donto_contributor *c = &(*out)[(*n)++];
+        c->worker_id = col_dup(st, 0);
+        c->total = sqlite3_column_int64(st, 1);
+        c->rejected = sqlite3_column_int64(st, 2);
+        c->last_seen = sqlite3_column_int64(st, 3);
+    }
+    sq_done(st);
+    if (rc != SQLITE_DONE) {
+        donto_contributor_list_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+        return sq_fail(s, err, "list contributors");
+    }
+    return 0;
+}
+
+static int sq_reports_recent(donto_store *b, int limit, donto_report **out, size_t *n,
+                             donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st = sq_get(s, Q_REPORTS, err);
+    if (!st) return -1;
+    sqlite3_bind_int(st, 1, limit);
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) *out = donto_xrealloc(*out, (cap = cap ? 2 * cap : 16) * sizeof **out);
+        donto_report *r = &(*out)[(*n)++];
+        r->id = sqlite3_column_int64(st, 0);
+        r->worker_id = col_dup(st, 1);
+        r->kind = col_dup(st, 2);
+        r->message = col_dup(st, 3);
+        r->created = sqlite3_column_int64(st, 4);
+    }
+    sq_done(st);
+    if (rc != SQLITE_DONE) {
+        donto_report_list_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+        return sq_fail(s, err, "list reports");
+    }
+    return 0;
+}
+
+static int sq_token_add(donto_store *b, const char *name, donto_role role, const uint8_t hash[32],
+                        int64_t now_ms, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    sqlite3_stmt *st = sq_get(s, Q_TOK_ADD, err);
+    if (!st) return -1;
+    bind_text(st, 1, name);
+    sqlite3_bind_blob(st, 2, hash, 32, SQLITE_STATIC);
+    bind_text(st, 3, donto_role_name(role));
+    sqlite3_bind_int64(st, 4, now_ms);
+    int rc = sqlite3_step(st);
+    int ext = sqlite3_extended_errcode(s->db);
+    sq_done(st);
+    if (rc == SQLITE_DONE) return 0;
+    if (ext == SQLITE_CONSTRAINT_PRIMARYKEY || ext == SQLITE_CONSTRAINT_UNIQUE)
+        return donto_seterr(err, "token '%s' already exists (or its hash is in use)", name);
+    return sq_fail(s, err, "token add");
+}
+
+static int sq_token_check(donto_store *b, const uint8_t hash[32], int *found, donto_role *role,
+                          char *name, size_t name_cap, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    *found = 0;
+    sqlite3_stmt *st = sq_get(s, Q_TOK_CHECK, err);
+    if (!st) return -1;
+    sqlite3_bind_blob(st, 1, hash, 32, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        int r = donto_role_parse((const char *)sqlite3_column_text(st, 1));
+        if (r >= 0) {
+            *found = 1;
+            if (role) *role = (donto_role)r;
+            if (name && name_cap) snprintf(name, name_cap, "%s", sqlite3_column_text(st, 0));
+        }
+    }
+    sq_done(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(s, err, "token check");
+    return 0;
+}
+
+static int sq_token_revoke(donto_store *b, const char *name, int *revoked, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    sqlite3_stmt *st = sq_get(s, Q_TOK_REVOKE, err);
+    if (!st) return -1;
+    bind_text(st, 1, name);
+    if (sq_run(s, st, "token revoke", err)) return -1;
+    if (revoked) *revoked = sqlite3_changes(s->db) > 0;
+    return 0;
+}
+
+static int sq_token_list(donto_store *b, donto_token_info **out, size_t *n, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st = sq_get(s, Q_TOK_LIST, err);
+    if (!st) return -1;
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) *out = donto_xrealloc(*out, (cap = cap ? 2 * cap : 16) * sizeof **out);
+        donto_token_info *t = &(*out)[(*n)++];
+        t->name = col_dup(st, 0);
+        int r = donto_role_parse((const char *)sqlite3_column_text(st, 1));
+        t->role = r < 0 ? DONTO_ROLE_CONTRIBUTOR : (donto_role)r;
+        t->created = sqlite3_column_int64(st, 2);
+        t->revoked = sqlite3_column_int(st, 3) != 0;
+    }
+    sq_done(st);
+    if (rc != SQLITE_DONE) {
+        donto_token_list_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+        return sq_fail(s, err, "token list");
+    }
+    return 0;
+}
+
+static int sq_ping(donto_store *b, donto_err *err) {
+    return sq_exec((sq_store *)b, "SELECT 1", err);
+}
+
+static void sq_close(donto_store *b) {
+    sq_store *s = (sq_store *)b;
+    if (!s) return;
+    for (int i = 0; i < Q_N; i++) sqlite3_finalize(s->st[i]);
+    sqlite3_close(s->db);
+    free(s);
+}
+
+static const donto_store_ops SQ_OPS = {
+    .migrate = sq_migrate,
+    .enqueue = sq_enqueue,
+    .lease = sq_lease,
+    .submit = sq_submit,
+    .release = sq_release,
+    .report = sq_report,
+    .stats = sq_stats,
+    .embedded_since = sq_embedded_since,
+    .contributors = sq_contributors,
+    .reports_recent = sq_reports_recent,
+    .token_add = sq_token_add,
+    .token_check = sq_token_check,
+    .token_revoke = sq_token_revoke,
+    .token_list = sq_token_list,
+    .ping = sq_ping,
+    .close = sq_close,
+};
+
+int donto_store_open_sqlite(const char *path, donto_store **out, donto_err *err) {
+    *out = NULL;
+    sq_store *s = donto_xcalloc(1, sizeof *s);
+    s->base.ops = &SQ_OPS;
+    /* NOMUTEX: a handle is used by one thread at a time (see store.h). */
+    int rc = sqlite3_open_v2(path, &s->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             NULL);
+    if (rc != SQLITE_OK) {
+        donto_seterr(err, "sqlite: open %s: %s", path,
+                     s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+        sq_close(&s->base);
+        return -1;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_handler(s->db, sq_busy, s);
+    /* WAL: readers never block the writer. NORMAL: durable at checkpoints,
+     * a crash loses at most the last transactions, never corrupts. */
+    if (sq_exec(s, "PRAGMA journal_mode=WAL", err) ||
+        sq_exec(s, "PRAGMA synchronous=NORMAL", err) ||
+        sq_exec(s, "PRAGMA foreign_keys=ON", err)) {
+        donto_preerr(err, "%s", path);
+        sq_close(&s->base);
+        return -1;
+    }
+    *out = &s->base;
+    return 0;
+}

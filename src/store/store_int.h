@@ -1,0 +1,32 @@
+/* donto-accel: what the two store backends share (not a public header). */
+#ifndef DONTO_STORE_INT_H
+#define DONTO_STORE_INT_H
+
+#include "donto/store.h"
+
+int donto_store_open_sqlite(const char *path, donto_store **out, donto_err *err);
+int donto_store_open_pg(const char *url, donto_store **out, donto_err *err);
+
+/* Role <-> the text stored in the tokens table. */
+const char *donto_role_name(donto_role r);
+int donto_role_parse(const char *s); /* -1 when unknown */
+
+/* Byte length of the longest prefix of s holding at most max_chars UTF-8
+ * characters (continuation bytes never split). */
+size_t donto_utf8_prefix(const char *s, size_t max_chars);
+
+/* Vectors are stored as float32 little-endian bytes whatever the host. */
+void donto_f32_to_le(const float *v, int dims, unsigned char *out);
+
+/* The submit decision for one item, shared so both backends agree.
+ * Queue row found: its owner and lease_id. */
+donto_reject donto_submit_verdict_queued(const char *worker_id, int64_t given_lease,
+                                         const char *owner, int64_t row_lease);
+/* No queue row: is there a stored vector, and from whom / which lease?
+ * Returns NONE for a repeat of this worker's own accepted submit (*repeat=1). */
+donto_reject donto_submit_verdict_stored(const char *worker_id, int64_t given_lease,
+                                         int have_vector, const char *contributor,
+                                         int64_t vec_lease, int *repeat);
+
+char *donto_strdup_or_null(const char *s);
+#endif

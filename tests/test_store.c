@@ -1,0 +1,872 @@
+/* The work-queue store, one suite run against every backend: SQLite (a temp
+ * file) always, PostgreSQL when DONTO_TEST_PG_URL is set (tests/store.cmake
+ * starts a throwaway cluster for that). `test_store pg` runs PostgreSQL only
+ * and fails when no URL is given. DONTO_TEST_STORE_ITEMS sizes the
+ * concurrency case (default 20000). */
+#define _POSIX_C_SOURCE 200809L
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "check.h"
+#include "donto/store.h"
+
+static const char *g_backend; /* "sqlite" | "pg", for messages */
+static const char *g_pg_url;
+static char g_tmpdir[256];
+static int g_case;
+static char g_url[512];
+
+/* A fresh, migrated store for one case; g_url is left pointing at it so that
+ * further handles (threads) can open the same database. */
+static donto_store *fresh(void) {
+    donto_err err = {{0}};
+    if (strcmp(g_backend, "pg") == 0) {
+        PGconn *c = PQconnectdb(g_pg_url);
+        PGresult *r = PQexec(c, "SET client_min_messages = warning; DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            fprintf(stderr, "pg reset: %s", PQerrorMessage(c));
+            exit(1);
+        }
+        PQclear(r);
+        PQfinish(c);
+        snprintf(g_url, sizeof g_url, "%s", g_pg_url);
+    } else {
+        snprintf(g_url, sizeof g_url, "%s/case%d.db", g_tmpdir, ++g_case);
+    }
+    donto_store *s = NULL;
+    if (donto_store_open(g_url, &s, &err) || s->ops->migrate(s, &err)) {
+        fprintf(stderr, "%s: open/migrate %s: %s\n", g_backend, g_url, err.msg);
+        exit(1);
+    }
+    return s;
+}
+
+static donto_enqueue_item E(donto_target t, const char *id, const char *model) {
+    return (donto_enqueue_item){.target = t, .item_id = id, .text = "some text", .model = model};
+}
+
+static const float VEC4[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+
+static donto_submit_item S(const donto_leased_item *it) {
+    return (donto_submit_item){.target = it->target, .item_id = it->item_id,
+                               .lease_id = it->lease_id, .vector = VEC4, .dims = 4};
+}
+
+static void get_stats(donto_store *s, int64_t now, donto_target_stats st[DONTO_TARGET_N]) {
+    donto_err err;
+    CHECK(s->ops->stats(s, now, st, &err) == 0, "%s stats: %s", g_backend, err.msg);
+}
+
+static void test_migrate_idempotent(void) {
+    donto_err err;
+    donto_store *s = fresh();
+    CHECK(s->ops->migrate(s, &err) == 0, "%s second migrate: %s", g_backend, err.msg);
+    donto_store *t = NULL;
+    CHECK(donto_store_open(g_url, &t, &err) == 0, "%s reopen: %s", g_backend, err.msg);
+    if (t) {
+        CHECK(t->ops->migrate(t, &err) == 0, "%s migrate on a new handle: %s", g_backend, err.msg);
+        CHECK(t->ops->ping(t, &err) == 0, "%s ping: %s", g_backend, err.msg);
+        donto_store_close(t);
+    }
+    donto_enqueue_item it = E(DONTO_TARGET_CLAIM, "a", "m");
+    size_t added = 0;
+    CHECK(s->ops->enqueue(s, &it, 1, &added, &err) == 0, "%s: %s", g_backend, err.msg);
+    CHECK_EQ_INT(added, 1);
+    donto_store_close(s);
+}
+
+static void test_enqueue_duplicates(void) {
+    donto_err err;
+    donto_store *s = fresh();
+    donto_enqueue_item items[] = {E(DONTO_TARGET_CLAIM, "a", "m"), E(DONTO_TARGET_CLAIM, "b", "m"),
+                                  E(DONTO_TARGET_CLAIM, "a", "m"), E(DONTO_TARGET_ENTITY, "a", "m"),
+                                  E(DONTO_TARGET_CLAIM, "a", "m2")};
+    size_t added = 0;
+    CHECK(s->ops->enqueue(s, items, 5, &added, &err) == 0, "%s: %s", g_backend, err.msg);
+    CHECK_EQ_INT(added, 4);
+    CHECK(s->ops->enqueue(s, items, 5, &added, &err) == 0, "%s: %s", g_backend, err.msg);
+    CHECK_EQ_INT(added, 0);
+    /* An embedded item is not queued again for the same model. */
+    donto_lease_batch b = {0};
+    CHECK(s->ops->lease(s, "w", 1, DONTO_TARGET_PREDICATE, 0, 1000, &b, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(b.n, 0);
+    donto_enqueue_item p = E(DONTO_TARGET_PREDICATE, "p", "m");
+    CHECK(s->ops->enqueue(s, &p, 1, &added, &err) == 0, "%s", err.msg);
+    CHECK(s->ops->lease(s, "w", 1, DONTO_TARGET_PREDICATE, 0, 1000, &b, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(b.n, 1);
+    if (b.n == 1) {
+        donto_submit_item si = S(&b.items[0]);
+        donto_reject rj[1];
+        donto_submit_result res = {.reject = rj};
+        CHECK(s->ops->submit(s, "w", &si, 1, 10, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(res.upserted, 1);
+    }
+    donto_lease_batch_free(&b);
+    CHECK(s->ops->enqueue(s, &p, 1, &added, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(added, 0);
+    donto_store_close(s);
+}
+
+static int find_id(const donto_lease_batch *b, const char *id) {
+    for (size_t i = 0; i < b->n; i++)
+        if (strcmp(b->items[i].item_id, id) == 0) return 1;
+    return 0;
+}
+
+static void test_lease(void) {
+    donto_err err;
+    donto_store *s = fresh();
+    donto_enqueue_item items[10];
+    char ids[10][8];
+    for (int i = 0; i < 10; i++) {
+        snprintf(ids[i], sizeof ids[i], "i%d", i);
+        items[i] = E(i < 6 ? DONTO_TARGET_CLAIM : DONTO_TARGET_ENTITY, ids[i], "m");
+    }
+    size_t added;
+    CHECK(s->ops->enqueue(s, items, 10, &added, &err) == 0, "%s", err.msg);
+    donto_lease_batch a = {0}, b = {0}, c = {0}, d = {0};
+    CHECK(s->ops->lease(s, "w1", 4, -1, 100, 1000, &a, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(a.n, 4); /* n caps the batch */
+    CHECK(s->ops->lease(s, "w2", 100, DONTO_TARGET_ENTITY, 100, 1000, &b, &err) == 0, "%s",
+          err.msg);
+    for (size_t i = 0; i < b.n; i++) {
+        CHECK_EQ_INT(b.items[i].target, DONTO_TARGET_ENTITY);
+        CHECK(!find_id(&a, b.items[i].item_id), "%s: %s leased twice", g_backend,
+              b.items[i].item_id);
+    }
+    size_t entity_in_a = 0;
+    for (size_t i = 0; i < a.n; i++) entity_in_a += a.items[i].target == DONTO_TARGET_ENTITY;
+    CHECK_EQ_INT(b.n, 4 - entity_in_a);
+    CHECK(s->ops->lease(s, "w3", 100, -1, 100, 1000, &c, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(a.n + b.n + c.n, 10);
+    for (size_t i = 0; i < c.n; i++)
+        CHECK(!find_id(&a, c.items[i].item_id) && !find_id(&b, c.items[i].item_id),
+              "%s: %s leased twice", g_backend, c.items[i].item_id);
+    CHECK(s->ops->lease(s, "w4", 100, -1, 100, 1000, &d, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(d.n, 0); /* nothing ready */
+    /* lease ids: unique, positive */
+    int64_t all[10];
+    size_t k = 0;
+    donto_lease_batch *bs[3] = {&a, &b, &c};
+    for (int j = 0; j < 3; j++)
+        for (size_t i = 0; i < bs[j]->n && k < 10; i++) all[k++] = bs[j]->items[i].lease_id;
+    for (size_t i = 0; i < k; i++) {
+        CHECK(all[i] > 0, "lease_id %lld", (long long)all[i]);
+        for (size_t j = i + 1; j < k; j++) CHECK(all[i] != all[j], "lease_id repeated");
+    }
+    CHECK(a.n == 0 || strcmp(a.items[0].text, "some text") == 0, "text");
+    CHECK(a.n == 0 || strcmp(a.items[0].model, "m") == 0, "model");
+    donto_lease_batch_free(&a);
+    donto_lease_batch_free(&b);
+    donto_lease_batch_free(&c);
+    donto_lease_batch_free(&d);
+    donto_store_close(s);
+}
+
+static void test_expiry_and_fencing(void) {
+    donto_err err;
+    donto_store *s = fresh();
+    donto_enqueue_item e[2] = {E(DONTO_TARGET_CLAIM, "x", "m"), E(DONTO_TARGET_CLAIM, "y", "m")};
+    size_t added;
+    CHECK(s->ops->enqueue(s, e, 2, &added, &err) == 0, "%s", err.msg);
+    donto_lease_batch a = {0}, b = {0}, c = {0};
+    CHECK(s->ops->lease(s, "w1", 1, -1, 1000, 100, &a, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(a.n, 1);
+    /* take y out of the way */
+    CHECK(s->ops->lease(s, "w9", 1, -1, 1000, 1000000, &c, &err) == 0, "%s", err.msg);
+    CHECK(s->ops->lease(s, "w2", 5, -1, 1099, 100, &b, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(b.n, 0); /* still leased */
+    donto_lease_batch_free(&b);
+    CHECK(s->ops->lease(s, "w2", 5, -1, 1100, 100, &b, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(b.n, 1); /* expired: ready again, no reclaim step */
+    if (a.n == 1 && b.n == 1) {
+        CHECK(strcmp(a.items[0].item_id, b.items[0].item_id) == 0, "same item");
+        CHECK(b.items[0].lease_id > a.items[0].lease_id, "%s: new lease_id %lld after %lld",
+              g_backend, (long long)b.items[0].lease_id, (long long)a.items[0].lease_id);
+        donto_reject rj[1];
+        donto_submit_result res = {.reject = rj};
+        donto_submit_item late = S(&a.items[0]);
+        CHECK(s->ops->submit(s, "w1", &late, 1, 1150, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rj[0], DONTO_REJECT_LEASE_EXPIRED);
+        CHECK_EQ_INT(res.upserted, 0);
+        donto_target_stats st[DONTO_TARGET_N];
+        get_stats(s, 1150, st);
+        CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].embedded, 0); /* nothing stored */
+        donto_submit_item cur = S(&b.items[0]);
+        CHECK(s->ops->submit(s, "w2", &cur, 1, 1160, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rj[0], DONTO_REJECT_NONE);
+        CHECK_EQ_INT(res.upserted, 1);
+        /* the stale lease stays stale once the item is done */
+        CHECK(s->ops->submit(s, "w1", &late, 1, 1170, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rj[0], DONTO_REJECT_LEASE_EXPIRED);
+        CHECK_EQ_INT(res.upserted, 0);
+    }
+    /* Late but harmless: y's lease expired, nobody re-leased it. */
+    if (c.n == 1) {
+        donto_reject rj[1];
+        donto_submit_result res = {.reject = rj};
+        donto_submit_item si = S(&c.items[0]);
+        CHECK(s->ops->submit(s, "w9", &si, 1, 5000000, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rj[0], DONTO_REJECT_NONE);
+        CHECK_EQ_INT(res.upserted, 1);
+    }
+    donto_lease_batch_free(&a);
+    donto_lease_batch_free(&b);
+    donto_lease_batch_free(&c);
+    donto_store_close(s);
+}
+
+static void test_submit_verdicts(void) {
+    donto_err err;
+    donto_store *s = fresh();
+    donto_enqueue_item e[3] = {E(DONTO_TARGET_CLAIM, "a", "m"), E(DONTO_TARGET_CLAIM, "b", "m"),
+                               E(DONTO_TARGET_CLAIM, "c", "m")};
+    size_t added;
+    CHECK(s->ops->enqueue(s, e, 3, &added, &err) == 0, "%s", err.msg);
+    donto_lease_batch a = {0};
+    CHECK(s->ops->lease(s, "w1", 3, -1, 0, 100000, &a, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(a.n, 3);
+    if (a.n == 3) {
+        donto_reject rj[4];
+        donto_submit_result res = {.reject = rj};
+        donto_submit_item wrong[2] = {S(&a.items[0]), S(&a.items[0])};
+        wrong[1].lease_id = 0;
+        CHECK(s->ops->submit(s, "w2", wrong, 2, 10, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rj[0], DONTO_REJECT_NOT_LEASED);
+        CHECK_EQ_INT(rj[1], DONTO_REJECT_NOT_LEASED);
+        CHECK_EQ_INT(res.upserted, 0);
+        donto_submit_item unk = {.target = DONTO_TARGET_CLAIM, .item_id = "nope", .lease_id = 5,
+                                 .vector = VEC4, .dims = 4};
+        donto_submit_item unk2 = S(&a.items[0]);
+        unk2.target = DONTO_TARGET_ENTITY; /* same id, other target: unknown */
+        donto_submit_item two[2] = {unk, unk2};
+        CHECK(s->ops->submit(s, "w1", two, 2, 10, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rj[0], DONTO_REJECT_UNKNOWN_ITEM);
+        CHECK_EQ_INT(rj[1], DONTO_REJECT_UNKNOWN_ITEM);
+        /* accepted, then the same submit again: idempotent */
+        donto_submit_item ok = S(&a.items[0]);
+        CHECK(s->ops->submit(s, "w1", &ok, 1, 20, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rj[0], DONTO_REJECT_NONE);
+        CHECK_EQ_INT(res.upserted, 1);
+        CHECK_EQ_INT(res.repeated, 0);
+        CHECK(s->ops->submit(s, "w1", &ok, 1, 30, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rj[0], DONTO_REJECT_NONE);
+        CHECK_EQ_INT(res.upserted, 1);
+        CHECK_EQ_INT(res.repeated, 1);
+        /* ... and another worker cannot claim it */
+        CHECK(s->ops->submit(s, "w2", &ok, 1, 30, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rj[0], DONTO_REJECT_NOT_LEASED);
+        /* legacy submit (no lease_id) by the owner works; dims fixed by the
+         * first vector of the model */
+        donto_submit_item legacy = S(&a.items[1]);
+        legacy.lease_id = 0;
+        legacy.dims = 3;
+        donto_submit_item good = S(&a.items[2]);
+        good.lease_id = 0;
+        donto_submit_item mix[2] = {legacy, good};
+        CHECK(s->ops->submit(s, "w1", mix, 2, 40, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rj[0], DONTO_REJECT_WRONG_MODEL);
+        CHECK_EQ_INT(rj[1], DONTO_REJECT_NONE);
+        CHECK_EQ_INT(res.upserted, 1);
+        donto_target_stats st[DONTO_TARGET_N];
+        get_stats(s, 50, st);
+        CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].embedded, 2);
+        CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].leased, 1);
+        donto_contributor *cs = NULL;
+        size_t nc = 0;
+        CHECK(s->ops->contributors(s, 10, &cs, &nc, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(nc, 2);
+        if (nc == 2) {
+            CHECK(strcmp(cs[0].worker_id, "w1") == 0, "order: %s", cs[0].worker_id);
+            CHECK_EQ_INT(cs[0].total, 2);    /* the repeat is not counted */
+            CHECK_EQ_INT(cs[0].rejected, 3); /* 2 unknown + 1 wrong model */
+            CHECK_EQ_INT(cs[0].last_seen, 40);
+            CHECK_EQ_INT(cs[1].total, 0);
+            CHECK_EQ_INT(cs[1].rejected, 3);
+        }
+        donto_contributor_list_free(cs, nc);
+    }
+    donto_lease_batch_free(&a);
+    donto_store_close(s);
+}
+
+static void test_release(void) {
+    donto_err err;
+    donto_store *s = fresh();
+    donto_enqueue_item e[3] = {E(DONTO_TARGET_CLAIM, "a", "m"), E(DONTO_TARGET_CLAIM, "b", "m"),
+                               E(DONTO_TARGET_CLAIM, "c", "m")};
+    size_t added, rel = 99;
+    CHECK(s->ops->enqueue(s, e, 3, &added, &err) == 0, "%s", err.msg);
+    donto_lease_batch a = {0}, b = {0};
+    CHECK(s->ops->lease(s, "w1", 3, -1, 0, 100000, &a, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(a.n, 3);
+    if (a.n == 3) {
+        donto_submit_item r[2] = {S(&a.items[0]), S(&a.items[1])};
+        CHECK(s->ops->release(s, "w2", r, 2, &rel, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rel, 0); /* not w2's to release */
+        r[1].lease_id = 0;
+        CHECK(s->ops->release(s, "w1", r, 2, &rel, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rel, 2);
+        CHECK(s->ops->lease(s, "w2", 10, -1, 1, 100000, &b, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(b.n, 2);
+        CHECK(find_id(&b, a.items[0].item_id) && find_id(&b, a.items[1].item_id), "released");
+        /* the released lease no longer counts */
+        donto_reject rj[1];
+        donto_submit_result res = {.reject = rj};
+        CHECK(s->ops->submit(s, "w1", r, 1, 2, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(rj[0], DONTO_REJECT_LEASE_EXPIRED);
+    }
+    donto_lease_batch_free(&a);
+    donto_lease_batch_free(&b);
+    donto_store_close(s);
+}
+
+static void test_tokens(void) {
+    donto_err err;
+    donto_store *s = fresh();
+    uint8_t h1[32], h2[32], h3[32];
+    for (int i = 0; i < 32; i++) h1[i] = (uint8_t)i, h2[i] = (uint8_t)(100 + i), h3[i] = 7;
+    CHECK(s->ops->token_add(s, "alice", DONTO_ROLE_CONTRIBUTOR, h1, 11, &err) == 0, "%s", err.msg);
+    CHECK(s->ops->token_add(s, "root", DONTO_ROLE_ADMIN, h2, 12, &err) == 0, "%s", err.msg);
+    CHECK(s->ops->token_add(s, "alice", DONTO_ROLE_ADMIN, h3, 13, &err) == -1, "duplicate name");
+    CHECK_STR_CONTAINS(err.msg, "alice");
+    int found = -1;
+    donto_role role = DONTO_ROLE_ADMIN;
+    char name[64] = "";
+    CHECK(s->ops->token_check(s, h1, &found, &role, name, sizeof name, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(found, 1);
+    CHECK_EQ_INT(role, DONTO_ROLE_CONTRIBUTOR);
+    CHECK(strcmp(name, "alice") == 0, "name %s", name);
+    CHECK(s->ops->token_check(s, h2, &found, &role, name, sizeof name, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(found, 1);
+    CHECK_EQ_INT(role, DONTO_ROLE_ADMIN);
+    CHECK(s->ops->token_check(s, h3, &found, &role, NULL, 0, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(found, 0);
+    int revoked = -1;
+    CHECK(s->ops->token_revoke(s, "alice", &revoked, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(revoked, 1);
+    CHECK(s->ops->token_revoke(s, "alice", &revoked, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(revoked, 0);
+    CHECK(s->ops->token_revoke(s, "nobody", &revoked, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(revoked, 0);
+    CHECK(s->ops->token_check(s, h1, &found, &role, name, sizeof name, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(found, 0);
+    donto_token_info *t = NULL;
+    size_t n = 0;
+    CHECK(s->ops->token_list(s, &t, &n, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(n, 2);
+    if (n == 2) {
+        CHECK(strcmp(t[0].name, "alice") == 0 && t[0].revoked == 1 &&
+                  t[0].role == DONTO_ROLE_CONTRIBUTOR && t[0].created == 11,
+              "alice row");
+        CHECK(strcmp(t[1].name, "root") == 0 && t[1].revoked == 0 && t[1].role == DONTO_ROLE_ADMIN,
+              "root row");
+    }
+    donto_token_list_free(t, n);
+    donto_store_close(s);
+}
+
+static void test_stats_reports(void) {
+    donto_err err;
+    donto_store *s = fresh();
+    donto_enqueue_item e[7];
+    char ids[7][8];
+    for (int i = 0; i < 7; i++) {
+        snprintf(ids[i], sizeof ids[i], "s%d", i);
+        e[i] = E(i < 5 ? DONTO_TARGET_CLAIM : DONTO_TARGET_PREDICATE, ids[i], "m");
+    }
+    size_t added;
+    CHECK(s->ops->enqueue(s, e, 7, &added, &err) == 0, "%s", err.msg);
+    donto_lease_batch a = {0};
+    CHECK(s->ops->lease(s, "w1", 2, DONTO_TARGET_CLAIM, 1000, 500, &a, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(a.n, 2);
+    if (a.n == 2) {
+        donto_reject rj[1];
+        donto_submit_result res = {.reject = rj};
+        donto_submit_item si = S(&a.items[0]);
+        CHECK(s->ops->submit(s, "w1", &si, 1, 1200, &res, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(res.upserted, 1);
+    }
+    donto_target_stats st[DONTO_TARGET_N];
+    get_stats(s, 1300, st);
+    CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].embedded, 1);
+    CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].leased, 1);
+    CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].pending, 3);
+    CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].total, 5);
+    CHECK_EQ_INT(st[DONTO_TARGET_PREDICATE].pending, 2);
+    CHECK_EQ_INT(st[DONTO_TARGET_PREDICATE].total, 2);
+    CHECK_EQ_INT(st[DONTO_TARGET_ENTITY].total, 0);
+    get_stats(s, 1500, st); /* the lease has run out */
+    CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].leased, 0);
+    CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].pending, 4);
+    int64_t recent = -1;
+    CHECK(s->ops->embedded_since(s, 1200, &recent, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(recent, 1);
+    CHECK(s->ops->embedded_since(s, 1201, &recent, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(recent, 0);
+    donto_lease_batch_free(&a);
+
+    /* reports: newest first; long messages cut at 1500 characters, not bytes */
+    size_t big = 2000 * 2 + 1;
+    char *msg = malloc(big);
+    for (size_t i = 0; i < 2000; i++) memcpy(msg + 2 * i, "\xc3\xa9", 2); /* U+00E9 */
+    msg[big - 1] = 0;
+    CHECK(s->ops->report(s, "w1", "error", "first", 100, &err) == 0, "%s", err.msg);
+    CHECK(s->ops->report(s, "w2", "warn", msg, 200, &err) == 0, "%s", err.msg);
+    free(msg);
+    donto_report *r = NULL;
+    size_t n = 0;
+    CHECK(s->ops->reports_recent(s, 10, &r, &n, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(n, 2);
+    if (n == 2) {
+        CHECK(strcmp(r[0].worker_id, "w2") == 0 && strcmp(r[0].kind, "warn") == 0, "newest");
+        CHECK_EQ_INT(strlen(r[0].message), 3000);
+        CHECK_EQ_INT(r[0].created, 200);
+        CHECK(strcmp(r[1].message, "first") == 0, "older");
+    }
+    donto_report_list_free(r, n);
+    CHECK(s->ops->reports_recent(s, 1, &r, &n, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(n, 1);
+    donto_report_list_free(r, n);
+    donto_contributor *cs = NULL;
+    size_t nc = 0;
+    CHECK(s->ops->contributors(s, 10, &cs, &nc, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(nc, 2); /* a report makes a worker seen */
+    if (nc == 2) CHECK_EQ_INT(cs[0].last_seen, 1200);
+    donto_contributor_list_free(cs, nc);
+    donto_store_close(s);
+}
+
+/* The stored bytes of one vector, read straight from the database (the store
+ * has no read-back call): checks the float32 little-endian encoding. */
+static int raw_vec(const char *item_id, const char *model, unsigned char *out, size_t cap,
+                   size_t *len, int *dims) {
+    *len = 0;
+    *dims = -1;
+    if (strcmp(g_backend, "pg") == 0) {
+        PGconn *c = PQconnectdb(g_pg_url);
+        const char *v[2] = {item_id, model};
+        PGresult *r = PQexecParams(c, "SELECT vec, dims FROM vectors WHERE item_id = $1 AND model = $2",
+                                   2, NULL, v, NULL, NULL, 1);
+        int ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+        if (ok) {
+            *len = (size_t)PQgetlength(r, 0, 0);
+            if (*len <= cap) memcpy(out, PQgetvalue(r, 0, 0), *len);
+            uint32_t d;
+            memcpy(&d, PQgetvalue(r, 0, 1), 4);
+            *dims = (int)(((d & 0xff) << 24) | ((d & 0xff00) << 8) | ((d >> 8) & 0xff00) | (d >> 24));
+        }
+        PQclear(r);
+        PQfinish(c);
+        return ok ? 0 : -1;
+    }
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int ok = sqlite3_open_v2(g_url, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+             sqlite3_prepare_v2(db, "SELECT vec, dims FROM vectors WHERE item_id = ?1 AND model = ?2",
+                                -1, &st, NULL) == SQLITE_OK;
+    if (ok) {
+        sqlite3_bind_text(st, 1, item_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+        ok = sqlite3_step(st) == SQLITE_ROW;
+        if (ok) {
+            *len = (size_t)sqlite3_column_bytes(st, 0);
+            if (*len <= cap) memcpy(out, sqlite3_column_blob(st, 0), *len);
+            *dims = sqlite3_column_int(st, 1);
+        }
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return ok ? 0 : -1;
+}
+
+/* Ids with quotes, backslashes, commas, braces, NULL-looking text and
+ * non-ASCII survive every path; vectors land as float32 LE; an item queued
+ * for two models is told apart by lease_id; a batch naming one item twice
+ * stores it once. */
+static void test_odd_ids_and_bytes(void) {
+    donto_err err;
+    donto_store *s = fresh();
+    const char *odd = "a\"b\\c,{d} NULL \xc3\xa9";
+    donto_enqueue_item e[3] = {E(DONTO_TARGET_ENTITY, odd, "m1"), E(DONTO_TARGET_ENTITY, odd, "m2"),
+                               E(DONTO_TARGET_ENTITY, "NULL", "m1")};
+    size_t added;
+    CHECK(s->ops->enqueue(s, e, 3, &added, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(added, 3);
+    donto_lease_batch a = {0};
+    CHECK(s->ops->lease(s, "w\"1", 3, DONTO_TARGET_ENTITY, 0, 100000, &a, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(a.n, 3);
+    if (a.n == 3) {
+        static const float v1[4] = {1.5f, -2.0f, 0.25f, 3.0f};
+        donto_submit_item si[4];
+        for (int i = 0; i < 3; i++) {
+            si[i] = S(&a.items[i]);
+            si[i].vector = v1;
+            CHECK(strcmp(a.items[i].item_id, odd) == 0 || strcmp(a.items[i].item_id, "NULL") == 0,
+                  "%s: id came back as %s", g_backend, a.items[i].item_id);
+        }
+        si[3] = si[0]; /* the same item again in the same batch */
+        donto_reject rj[4];
+        donto_submit_result res = {.reject = rj};
+        CHECK(s->ops->submit(s, "w\"1", si, 4, 10, &res, &err) == 0, "%s: %s", g_backend, err.msg);
+        for (int i = 0; i < 4; i++) CHECK_EQ_INT(rj[i], DONTO_REJECT_NONE);
+        CHECK_EQ_INT(res.upserted, 4);
+        CHECK_EQ_INT(res.repeated, 1);
+        donto_target_stats st[DONTO_TARGET_N];
+        get_stats(s, 20, st);
+        CHECK_EQ_INT(st[DONTO_TARGET_ENTITY].embedded, 3);
+        CHECK_EQ_INT(st[DONTO_TARGET_ENTITY].total, 3);
+        unsigned char raw[64];
+        size_t len = 0;
+        int dims = 0;
+        CHECK(raw_vec(odd, "m2", raw, sizeof raw, &len, &dims) == 0, "%s: vector row", g_backend);
+        CHECK_EQ_INT(len, 16);
+        CHECK_EQ_INT(dims, 4);
+        /* 1.5f = 0x3fc00000, -2.0f = 0xc0000000, little-endian */
+        static const unsigned char want[8] = {0x00, 0x00, 0xc0, 0x3f, 0x00, 0x00, 0x00, 0xc0};
+        CHECK(len == 16 && memcmp(raw, want, 8) == 0, "%s: bytes %02x %02x %02x %02x", g_backend,
+              raw[0], raw[1], raw[2], raw[3]);
+    }
+    donto_lease_batch_free(&a);
+    donto_store_close(s);
+}
+
+/* PostgreSQL restarted under a coordinator: the call that meets the dead
+ * connection fails cleanly, the next one reconnects (and re-prepares). */
+static void test_pg_reconnect(void) {
+    if (strcmp(g_backend, "pg") != 0) return;
+    donto_err err;
+    donto_store *s = fresh();
+    donto_enqueue_item e = E(DONTO_TARGET_CLAIM, "r", "m");
+    size_t added;
+    CHECK(s->ops->enqueue(s, &e, 1, &added, &err) == 0, "%s", err.msg);
+    PGconn *c = PQconnectdb(g_pg_url);
+    PGresult *r = PQexec(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                            "datname = current_database() AND pid <> pg_backend_pid()");
+    CHECK(PQresultStatus(r) == PGRES_TUPLES_OK, "terminate: %s", PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    int up = s->ops->ping(s, &err) == 0;
+    if (!up) CHECK_STR_CONTAINS(err.msg, "postgres");
+    CHECK(s->ops->ping(s, &err) == 0, "after reconnect: %s", err.msg);
+    donto_lease_batch b = {0};
+    CHECK(s->ops->lease(s, "w", 5, -1, 0, 1000, &b, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(b.n, 1);
+    donto_lease_batch_free(&b);
+    donto_store_close(s);
+}
+
+/* ---- concurrency: every item leased exactly once, none lost ---- */
+
+#define NTHREADS 16
+#define BATCH 50
+
+typedef struct {
+    int tid;
+    int nitems;
+    atomic_int *owner; /* [nitems]: 0, or 1 + the thread that leased it */
+    atomic_int *dups;
+    size_t leased, accepted;
+    int failed;
+    char err[DONTO_ERR_MAX + 32];
+} conc_arg;
+
+static void *conc_worker(void *p) {
+    conc_arg *a = p;
+    donto_err err = {{0}};
+    donto_store *s = NULL;
+    char worker[16];
+    snprintf(worker, sizeof worker, "w%02d", a->tid);
+    if (donto_store_open(g_url, &s, &err)) {
+        a->failed = 1;
+        snprintf(a->err, sizeof a->err, "%s", err.msg);
+        return NULL;
+    }
+    donto_submit_item sub[BATCH];
+    donto_reject rj[BATCH];
+    for (;;) {
+        donto_lease_batch b = {0};
+        if (s->ops->lease(s, worker, BATCH, -1, 1000, INT64_C(1) << 40, &b, &err)) {
+            a->failed = 1;
+            snprintf(a->err, sizeof a->err, "lease: %s", err.msg);
+            break;
+        }
+        if (b.n == 0) break;
+        a->leased += b.n;
+        for (size_t i = 0; i < b.n; i++) {
+            int idx = atoi(b.items[i].item_id + 1);
+            int zero = 0;
+            if (idx < 0 || idx >= a->nitems ||
+                !atomic_compare_exchange_strong(&a->owner[idx], &zero, a->tid + 1))
+                atomic_fetch_add(a->dups, 1);
+            sub[i] = S(&b.items[i]);
+        }
+        donto_submit_result res = {.reject = rj};
+        if (s->ops->submit(s, worker, sub, b.n, 2000, &res, &err)) {
+            a->failed = 1;
+            snprintf(a->err, sizeof a->err, "submit: %s", err.msg);
+            donto_lease_batch_free(&b);
+            break;
+        }
+        a->accepted += res.upserted - res.repeated;
+        donto_lease_batch_free(&b);
+    }
+    donto_store_close(s);
+    return NULL;
+}
+
+static void test_concurrency(int nitems) {
+    donto_err err;
+    donto_store *s = fresh();
+    donto_enqueue_item *e = calloc((size_t)nitems, sizeof *e);
+    char(*ids)[16] = calloc((size_t)nitems, sizeof *ids);
+    for (int i = 0; i < nitems; i++) {
+        snprintf(ids[i], sizeof ids[i], "c%07d", i);
+        e[i] = E(DONTO_TARGET_CLAIM, ids[i], "m");
+    }
+    size_t added = 0;
+    double t0 = donto_now();
+    CHECK(s->ops->enqueue(s, e, (size_t)nitems, &added, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(added, nitems);
+    double t1 = donto_now();
+    atomic_int *owner = calloc((size_t)nitems, sizeof *owner);
+    for (int i = 0; i < nitems; i++) atomic_init(&owner[i], 0);
+    atomic_int dups;
+    atomic_init(&dups, 0);
+    conc_arg args[NTHREADS];
+    pthread_t th[NTHREADS];
+    for (int t = 0; t < NTHREADS; t++) {
+        args[t] = (conc_arg){.tid = t, .nitems = nitems, .owner = owner, .dups = &dups};
+        pthread_create(&th[t], NULL, conc_worker, &args[t]);
+    }
+    size_t leased = 0, accepted = 0;
+    for (int t = 0; t < NTHREADS; t++) {
+        pthread_join(th[t], NULL);
+        CHECK(!args[t].failed, "%s thread %d: %s", g_backend, t, args[t].err);
+        leased += args[t].leased;
+        accepted += args[t].accepted;
+    }
+    double t2 = donto_now();
+    CHECK_EQ_INT(atomic_load(&dups), 0);
+    CHECK_EQ_INT(leased, nitems);
+    CHECK_EQ_INT(accepted, nitems);
+    int missing = 0;
+    for (int i = 0; i < nitems; i++) missing += atomic_load(&owner[i]) == 0;
+    CHECK_EQ_INT(missing, 0);
+    donto_target_stats st[DONTO_TARGET_N];
+    get_stats(s, 3000, st);
+    CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].embedded, nitems);
+    CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].pending, 0);
+    CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].leased, 0);
+    donto_contributor *cs = NULL;
+    size_t nc = 0;
+    CHECK(s->ops->contributors(s, 100, &cs, &nc, &err) == 0, "%s", err.msg);
+    int64_t sum = 0;
+    for (size_t i = 0; i < nc; i++) sum += cs[i].total + cs[i].rejected;
+    CHECK_EQ_INT(sum, nitems);
+    donto_contributor_list_free(cs, nc);
+    fprintf(stderr, "%s concurrency: %d items, %d threads: enqueue %.2fs, lease+submit %.2fs\n",
+            g_backend, nitems, NTHREADS, t1 - t0, t2 - t1);
+    free(owner);
+    free(e);
+    free(ids);
+    donto_store_close(s);
+}
+
+/* ---- concurrency with expiry: leases run out under contention ----
+ * The clock is a shared counter bumped by every lease call, the TTL is a few
+ * ticks, and workers drop one batch in eight (a crash): items expire, are
+ * leased again, and late submits race current ones. Whatever the interleaving,
+ * every item is accepted exactly once and counted once. */
+
+#define XTTL 12
+
+typedef struct {
+    int tid, nitems;
+    atomic_long *clock;
+    atomic_int *accepted_per_item; /* [nitems] */
+    size_t accepted, expired, not_leased, dropped;
+    int failed;
+    char err[DONTO_ERR_MAX + 32];
+} xarg;
+
+static void *xworker(void *p) {
+    xarg *a = p;
+    donto_err err = {{0}};
+    donto_store *s = NULL;
+    char worker[16];
+    snprintf(worker, sizeof worker, "x%02d", a->tid);
+    if (donto_store_open(g_url, &s, &err)) {
+        a->failed = 1;
+        snprintf(a->err, sizeof a->err, "%s", err.msg);
+        return NULL;
+    }
+    unsigned seed = 12345u + (unsigned)a->tid * 7919u;
+    donto_submit_item sub[BATCH];
+    donto_reject rj[BATCH];
+    for (int round = 0; round < 1000000; round++) {
+        int64_t now = atomic_fetch_add(a->clock, 1);
+        donto_lease_batch b = {0};
+        if (s->ops->lease(s, worker, 20, -1, now, XTTL, &b, &err)) {
+            a->failed = 1;
+            snprintf(a->err, sizeof a->err, "lease: %s", err.msg);
+            break;
+        }
+        if (b.n == 0) {
+            donto_target_stats st[DONTO_TARGET_N];
+            if (s->ops->stats(s, now, st, &err)) {
+                a->failed = 1;
+                snprintf(a->err, sizeof a->err, "stats: %s", err.msg);
+                break;
+            }
+            if (st[DONTO_TARGET_CLAIM].embedded >= a->nitems) break;
+            continue; /* leased elsewhere; they expire as the clock moves */
+        }
+        seed = seed * 1103515245u + 12345u;
+        if ((seed >> 16) % 8 == 0) { /* crash: never submit this batch */
+            a->dropped += b.n;
+            donto_lease_batch_free(&b);
+            continue;
+        }
+        for (size_t i = 0; i < b.n; i++) sub[i] = S(&b.items[i]);
+        donto_submit_result res = {.reject = rj};
+        if (s->ops->submit(s, worker, sub, b.n, atomic_load(a->clock), &res, &err)) {
+            a->failed = 1;
+            snprintf(a->err, sizeof a->err, "submit: %s", err.msg);
+            donto_lease_batch_free(&b);
+            break;
+        }
+        for (size_t i = 0; i < b.n; i++) {
+            if (rj[i] == DONTO_REJECT_NONE) {
+                int idx = atoi(b.items[i].item_id + 1);
+                if (idx >= 0 && idx < a->nitems) atomic_fetch_add(&a->accepted_per_item[idx], 1);
+                a->accepted++;
+            } else if (rj[i] == DONTO_REJECT_LEASE_EXPIRED) {
+                a->expired++;
+            } else {
+                a->not_leased++;
+            }
+        }
+        donto_lease_batch_free(&b);
+    }
+    donto_store_close(s);
+    return NULL;
+}
+
+static void test_concurrency_expiry(int nitems) {
+    donto_err err;
+    donto_store *s = fresh();
+    donto_enqueue_item *e = calloc((size_t)nitems, sizeof *e);
+    char(*ids)[16] = calloc((size_t)nitems, sizeof *ids);
+    for (int i = 0; i < nitems; i++) {
+        snprintf(ids[i], sizeof ids[i], "x%07d", i);
+        e[i] = E(DONTO_TARGET_CLAIM, ids[i], "m");
+    }
+    size_t added = 0;
+    CHECK(s->ops->enqueue(s, e, (size_t)nitems, &added, &err) == 0, "%s", err.msg);
+    atomic_long clock;
+    atomic_init(&clock, 1);
+    atomic_int *per = calloc((size_t)nitems, sizeof *per);
+    for (int i = 0; i < nitems; i++) atomic_init(&per[i], 0);
+    xarg args[NTHREADS];
+    pthread_t th[NTHREADS];
+    for (int t = 0; t < NTHREADS; t++) {
+        args[t] = (xarg){.tid = t, .nitems = nitems, .clock = &clock, .accepted_per_item = per};
+        pthread_create(&th[t], NULL, xworker, &args[t]);
+    }
+    size_t accepted = 0, expired = 0, not_leased = 0, dropped = 0;
+    for (int t = 0; t < NTHREADS; t++) {
+        pthread_join(th[t], NULL);
+        CHECK(!args[t].failed, "%s thread %d: %s", g_backend, t, args[t].err);
+        accepted += args[t].accepted;
+        expired += args[t].expired;
+        not_leased += args[t].not_leased;
+        dropped += args[t].dropped;
+    }
+    CHECK_EQ_INT(accepted, nitems);
+    int bad = 0;
+    for (int i = 0; i < nitems; i++) bad += atomic_load(&per[i]) != 1;
+    CHECK_EQ_INT(bad, 0); /* each item accepted exactly once */
+    CHECK_EQ_INT(not_leased, 0);
+    donto_target_stats st[DONTO_TARGET_N];
+    get_stats(s, atomic_load(&clock), st);
+    CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].embedded, nitems);
+    CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].pending + st[DONTO_TARGET_CLAIM].leased, 0);
+    donto_contributor *cs = NULL;
+    size_t nc = 0;
+    CHECK(s->ops->contributors(s, 100, &cs, &nc, &err) == 0, "%s", err.msg);
+    int64_t total = 0, rejected = 0;
+    for (size_t i = 0; i < nc; i++) total += cs[i].total, rejected += cs[i].rejected;
+    CHECK_EQ_INT(total, nitems);
+    CHECK_EQ_INT(rejected, expired);
+    donto_contributor_list_free(cs, nc);
+    fprintf(stderr, "%s expiry race: %d items, %zu late submits rejected, %zu dropped\n",
+            g_backend, nitems, expired, dropped);
+    free(per);
+    free(e);
+    free(ids);
+    donto_store_close(s);
+}
+
+static void run_suite(const char *backend, int nitems) {
+    g_backend = backend;
+    int before = check_failures;
+    test_migrate_idempotent();
+    test_enqueue_duplicates();
+    test_lease();
+    test_expiry_and_fencing();
+    test_submit_verdicts();
+    test_release();
+    test_tokens();
+    test_stats_reports();
+    test_odd_ids_and_bytes();
+    test_pg_reconnect();
+    test_concurrency(nitems);
+    test_concurrency_expiry(nitems / 10 > 1000 ? nitems / 10 : 1000);
+    fprintf(stderr, "%s suite: %s\n", backend, check_failures == before ? "ok" : "FAILED");
+}
+
+static void rm_tmpdir(void) {
+    char cmd[300];
+    /* only our own mkdtemp directory */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmpdir);
+}
+
+int main(int argc, char **argv) {
+    const char *only = argc > 1 ? argv[1] : NULL;
+    const char *n_env = getenv("DONTO_TEST_STORE_ITEMS");
+    int nitems = n_env ? atoi(n_env) : 20000;
+    if (nitems <= 0) nitems = 20000;
+    g_pg_url = getenv("DONTO_TEST_PG_URL");
+    if (g_pg_url && !*g_pg_url) g_pg_url = NULL;
+
+    if (!only || strcmp(only, "sqlite") == 0) {
+        snprintf(g_tmpdir, sizeof g_tmpdir, "%s/donto-store-XXXXXX",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        if (!mkdtemp(g_tmpdir)) {
+            perror("mkdtemp");
+            return 1;
+        }
+        run_suite("sqlite", nitems);
+        rm_tmpdir();
+    }
+    if (!only || strcmp(only, "pg") == 0) {
+        if (g_pg_url) {
+            run_suite("pg", nitems);
+        } else if (only) {
+            CHECK(0, "test_store pg: DONTO_TEST_PG_URL is not set (run via scripts/pg-test-server)");
+        } else {
+            fprintf(stderr, "DONTO_TEST_PG_URL not set: PostgreSQL suite runs as test store_pg\n");
+        }
+    }
+    return check_report("test_store");
+}
