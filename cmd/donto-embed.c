@@ -14,6 +14,9 @@ static void usage(FILE *f) {
             "  embed          embed texts (JSONL or lines) into vectors\n"
             "  search         exact semantic search over vectors written by embed\n"
             "  model fetch    download the model from the Hugging Face hub (SHA-256 checked)\n"
+            "  serve          the coordinator: the embedding work queue over HTTP\n"
+            "  migrate        apply the work queue's database migrations\n"
+            "  token          add, list or revoke the coordinator's bearer tokens\n"
             "  version        print the version\n"
             "\n"
             "`donto-embed <command> --help` describes each command.\n");
@@ -27,6 +30,9 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "embed")) return donto_embed_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "search")) return donto_search_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return donto_serve_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "migrate")) return donto_migrate_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "token")) return donto_token_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "model")) {
         if (argc >= 3 && !strcmp(argv[2], "fetch")) return donto_model_fetch_main(argc - 2, argv + 2);
         fprintf(stderr, "usage: donto-embed model fetch [--dir D] [--help]\n");

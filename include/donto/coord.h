@@ -1,0 +1,70 @@
+/*
+ * donto-accel: the coordinator, the HTTP face of the embedding work queue
+ * (`donto-embed serve`). Workers lease texts, submit vectors, release what
+ * they will not finish and report problems; the wire protocol is in
+ * docs/protocol.md and is kept compatible with the original Python workers.
+ *
+ * Threads: libmicrohttpd's internal thread pool (epoll on Linux) serves the
+ * connections; each request that needs the database takes exactly one store
+ * handle from a bounded pool for its whole duration (see server.c).
+ */
+#ifndef DONTO_COORD_H
+#define DONTO_COORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "donto/store.h"
+#include "donto/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DONTO_COORD_DEFAULT_BASE "/embed"
+#define DONTO_COORD_DEFAULT_MAX_BODY ((size_t)32 << 20)
+#define DONTO_COORD_DEFAULT_LEASE_TTL_MS ((int64_t)900 * 1000)
+
+typedef struct donto_coord_config {
+    /* "HOST:PORT" or "[IPV6]:PORT"; port 0 picks a free one (see
+     * donto_coord_port). HOST is an address or a name that resolves locally. */
+    const char *listen;
+    int threads;             /* HTTP worker threads; 0: number of CPUs */
+    int pool;                /* store handles; 0: as many as threads */
+    const char *base;        /* path prefix of every route; NULL: "/embed" */
+    size_t max_body;         /* request body limit in bytes; 0: 32 MiB */
+    int64_t lease_ttl_ms;    /* lease lifetime; 0: 900 s */
+    unsigned conn_timeout_s; /* idle connection timeout; 0: 60 s */
+    double pool_wait_s;      /* longest wait for a store handle; 0: 10 s (then 503) */
+    const char *version;     /* reported by /health; NULL: the library's */
+
+    /* Where handles come from: open_store(open_ctx) when set (tests use an
+     * in-memory store), else donto_store_open(db_url). Called pool times at
+     * start; the coordinator closes every handle at stop. */
+    const char *db_url;
+    int (*open_store)(void *ctx, donto_store **out, donto_err *err);
+    void *open_ctx;
+
+    /* Clock in Unix milliseconds; NULL: the wall clock. Tests inject one to
+     * drive lease expiry. */
+    int64_t (*now_ms)(void *ctx);
+    void *clock_ctx;
+} donto_coord_config;
+
+typedef struct donto_coord donto_coord;
+
+/* Open the store pool and start listening. On return the server is serving. */
+int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_err *err);
+
+/* The TCP port actually bound (useful with port 0). */
+int donto_coord_port(const donto_coord *c);
+
+/* Graceful stop: stop accepting connections, wait up to drain_s seconds for
+ * requests in flight to finish, close every connection and every store
+ * handle, free c. Safe to call with NULL. */
+void donto_coord_stop(donto_coord *c, double drain_s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

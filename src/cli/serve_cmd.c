@@ -1,0 +1,318 @@
+/*
+ * `donto-embed serve | migrate | token`: the coordinator and its database
+ * chores. serve runs until SIGTERM or SIGINT, then stops gracefully (no new
+ * connections, requests in flight finish, store handles closed).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "donto/cli.h"
+#include "donto/coord.h"
+#include "donto/store.h"
+
+#ifndef DONTO_VERSION
+#define DONTO_VERSION "unknown"
+#endif
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whole decimal number in [lo, hi], or -1 with a message. */
+static int parse_num(const char *cmd, const char *opt, const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "donto-embed %s: %s needs a whole number in %lld..%lld (got '%s')\n", cmd, opt, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* ---- serve ------------------------------------------------------------------ */
+
+static void serve_usage(FILE *f) {
+    fprintf(f,
+            "usage: donto-embed serve --db URL [options]\n"
+            "\n"
+            "Serve the embedding work queue over HTTP (docs/protocol.md): workers lease\n"
+            "texts, submit vectors, release leases and report problems. Stops on\n"
+            "SIGTERM/SIGINT after the requests in flight finish.\n"
+            "\n"
+            "  --db URL            SQLite file path, or postgres://... (default ./donto.db)\n"
+            "  --listen HOST:PORT  address to listen on (default 127.0.0.1:8080; [::1]:8080 for IPv6)\n"
+            "  --threads N         HTTP threads (default: number of CPUs)\n"
+            "  --pool N            database handles (default: as many as threads)\n"
+            "  --base PATH         route prefix (default /embed)\n"
+            "  --max-body BYTES    request body limit (default 33554432 = 32 MiB)\n"
+            "  --lease-ttl SECS    lease lifetime (default 900)\n"
+            "  --conn-timeout SECS idle connection timeout (default 60)\n"
+            "  --drain SECS        at shutdown, wait this long for requests in flight (default 30)\n"
+            "  --migrate           apply database migrations before serving\n"
+            "  -v, --verbose       log every request\n"
+            "  -h, --help          this help\n");
+}
+
+int donto_serve_cmd(int argc, char **argv) {
+    static const struct option lo[] = {{"db", required_argument, 0, 'd'},
+                                       {"listen", required_argument, 0, 'l'},
+                                       {"threads", required_argument, 0, 't'},
+                                       {"pool", required_argument, 0, 'p'},
+                                       {"base", required_argument, 0, 'b'},
+                                       {"max-body", required_argument, 0, 'm'},
+                                       {"lease-ttl", required_argument, 0, 'L'},
+                                       {"conn-timeout", required_argument, 0, 'T'},
+                                       {"drain", required_argument, 0, 'D'},
+                                       {"migrate", no_argument, 0, 'M'},
+                                       {"verbose", no_argument, 0, 'v'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    donto_coord_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.db_url = DONTO_STORE_DEFAULT_URL;
+    cfg.listen = "127.0.0.1:8080";
+    cfg.version = DONTO_VERSION;
+    long long v, drain = 30;
+    int migrate = 0, ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'd': cfg.db_url = optarg; break;
+        case 'l': cfg.listen = optarg; break;
+        case 'b': cfg.base = optarg; break;
+        case 't':
+            if (parse_num("serve", "--threads", optarg, 1, 1024, &v)) return 2;
+            cfg.threads = (int)v;
+            break;
+        case 'p':
+            if (parse_num("serve", "--pool", optarg, 1, 1024, &v)) return 2;
+            cfg.pool = (int)v;
+            break;
+        case 'm':
+            if (parse_num("serve", "--max-body", optarg, 1024, (long long)1 << 32, &v)) return 2;
+            cfg.max_body = (size_t)v;
+            break;
+        case 'L':
+            if (parse_num("serve", "--lease-ttl", optarg, 1, 7 * 86400, &v)) return 2;
+            cfg.lease_ttl_ms = (int64_t)v * 1000;
+            break;
+        case 'T':
+            if (parse_num("serve", "--conn-timeout", optarg, 1, 3600, &v)) return 2;
+            cfg.conn_timeout_s = (unsigned)v;
+            break;
+        case 'D':
+            if (parse_num("serve", "--drain", optarg, 0, 3600, &drain)) return 2;
+            break;
+        case 'M': migrate = 1; break;
+        case 'v': donto_log_set_level(DONTO_LOG_DEBUG); break;
+        case 'h': serve_usage(stdout); return 0;
+        default: serve_usage(stderr); return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "donto-embed serve: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    donto_err err = {{0}};
+    if (migrate) {
+        donto_store *s = NULL;
+        if (donto_store_open(cfg.db_url, &s, &err) || s->ops->migrate(s, &err)) {
+            if (s) donto_store_close(s);
+            fprintf(stderr, "donto-embed serve: migrate: %s\n", err.msg);
+            return 1;
+        }
+        donto_store_close(s);
+    }
+    /* Block the stop signals before any thread exists, so MHD's threads
+     * inherit the mask and the signals are taken here by sigwait: no async
+     * signal handler, nothing to make async-signal-safe. */
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    signal(SIGPIPE, SIG_IGN);
+    donto_coord *c;
+    if (donto_coord_start(&cfg, &c, &err)) {
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        fprintf(stderr, "donto-embed serve: %s\n", err.msg);
+        return 1;
+    }
+    int sig = 0;
+    if (sigwait(&stop, &sig) != 0) DLOG_ERROR("coord: sigwait failed; stopping");
+    DLOG_INFO("coord: %s received, draining (up to %lld s)", sig == SIGINT ? "SIGINT" : "SIGTERM", drain);
+    donto_coord_stop(c, (double)drain);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return 0;
+}
+
+/* ---- migrate ------------------------------------------------------------------ */
+
+int donto_migrate_cmd(int argc, char **argv) {
+    static const struct option lo[] = {{"db", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *db = DONTO_STORE_DEFAULT_URL;
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'd': db = optarg; break;
+        case 'h':
+            printf("usage: donto-embed migrate --db URL\n\n"
+                   "Apply every database migration not yet applied (idempotent).\n");
+            return 0;
+        default: fprintf(stderr, "usage: donto-embed migrate --db URL\n"); return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "donto-embed migrate: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    donto_err err = {{0}};
+    donto_store *s = NULL;
+    if (donto_store_open(db, &s, &err) || s->ops->migrate(s, &err)) {
+        fprintf(stderr, "donto-embed migrate: %s\n", err.msg);
+        donto_store_close(s);
+        return 1;
+    }
+    donto_store_close(s);
+    fprintf(stderr, "donto-embed migrate: %s is up to date\n", db);
+    return 0;
+}
+
+/* ---- token --------------------------------------------------------------------- */
+
+static void token_usage(FILE *f) {
+    fprintf(f,
+            "usage: donto-embed token add NAME [--role contributor|admin] --db URL\n"
+            "       donto-embed token list --db URL\n"
+            "       donto-embed token revoke NAME --db URL\n"
+            "\n"
+            "Bearer tokens for the coordinator. `add` prints the new token once, on\n"
+            "stdout; the database keeps only its SHA-256. Contributors may lease,\n"
+            "submit, release and report; admins may also read /stats.\n");
+}
+
+/* 32 random bytes from the kernel, as 64 hex digits. */
+static int new_token(char out[65]) {
+    unsigned char b[32];
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t n = getrandom(b + got, sizeof b - got, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        got += (size_t)n;
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof b; i++) out[2 * i] = hex[b[i] >> 4], out[2 * i + 1] = hex[b[i] & 15];
+    out[64] = 0;
+    OPENSSL_cleanse(b, sizeof b);
+    return 0;
+}
+
+int donto_token_cmd(int argc, char **argv) {
+    static const struct option lo[] = {{"db", required_argument, 0, 'd'},
+                                       {"role", required_argument, 0, 'r'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    const char *db = DONTO_STORE_DEFAULT_URL, *role_s = "contributor";
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'd': db = optarg; break;
+        case 'r': role_s = optarg; break;
+        case 'h': token_usage(stdout); return 0;
+        default: token_usage(stderr); return 2;
+        }
+    }
+    /* getopt has moved the operands to the end: ACTION [NAME]. */
+    const char *action = optind < argc ? argv[optind] : NULL;
+    const char *name = optind + 1 < argc ? argv[optind + 1] : NULL;
+    int want_name = action && (!strcmp(action, "add") || !strcmp(action, "revoke"));
+    if (!action || (strcmp(action, "list") && !want_name) || (want_name && !name) ||
+        argc - optind != (want_name ? 2 : 1)) {
+        token_usage(stderr);
+        return 2;
+    }
+    donto_role role;
+    if (!strcmp(role_s, "contributor")) role = DONTO_ROLE_CONTRIBUTOR;
+    else if (!strcmp(role_s, "admin")) role = DONTO_ROLE_ADMIN;
+    else {
+        fprintf(stderr, "donto-embed token: --role is contributor or admin (got '%s')\n", role_s);
+        return 2;
+    }
+    if (name && (!*name || strlen(name) > 100)) {
+        fprintf(stderr, "donto-embed token: NAME must be 1..100 characters\n");
+        return 2;
+    }
+    donto_err err = {{0}};
+    donto_store *s = NULL;
+    if (donto_store_open(db, &s, &err)) {
+        fprintf(stderr, "donto-embed token: %s\n", err.msg);
+        return 1;
+    }
+    int rc = 1;
+    if (!strcmp(action, "add")) {
+        char tok[65];
+        uint8_t hash[32];
+        unsigned int hl = 0;
+        if (new_token(tok)) {
+            fprintf(stderr, "donto-embed token: getrandom: %s\n", strerror(errno));
+        } else if (EVP_Digest(tok, 64, hash, &hl, EVP_sha256(), NULL) != 1 || hl != 32) {
+            fprintf(stderr, "donto-embed token: SHA-256 failed\n");
+        } else if (s->ops->token_add(s, name, role, hash, now_ms(), &err)) {
+            fprintf(stderr, "donto-embed token: add %s: %s\n", name, err.msg);
+        } else {
+            printf("%s\n", tok);
+            fprintf(stderr, "donto-embed token: added %s (%s); the token above is shown only once\n", name, role_s);
+            rc = 0;
+        }
+        OPENSSL_cleanse(tok, sizeof tok);
+    } else if (!strcmp(action, "revoke")) {
+        int revoked = 0;
+        if (s->ops->token_revoke(s, name, &revoked, &err)) {
+            fprintf(stderr, "donto-embed token: revoke %s: %s\n", name, err.msg);
+        } else if (!revoked) {
+            fprintf(stderr, "donto-embed token: no active token named %s\n", name);
+        } else {
+            fprintf(stderr, "donto-embed token: revoked %s\n", name);
+            rc = 0;
+        }
+    } else {
+        donto_token_info *t = NULL;
+        size_t n = 0;
+        if (s->ops->token_list(s, &t, &n, &err)) {
+            fprintf(stderr, "donto-embed token: list: %s\n", err.msg);
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                time_t sec = (time_t)(t[i].created / 1000);
+                struct tm tm;
+                char when[32] = "?";
+                if (gmtime_r(&sec, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+                printf("%-32s %-11s %s%s\n", t[i].name, t[i].role == DONTO_ROLE_ADMIN ? "admin" : "contributor",
+                       when, t[i].revoked ? "  revoked" : "");
+            }
+            donto_token_list_free(t, n);
+            rc = 0;
+        }
+    }
+    donto_store_close(s);
+    return rc;
+}

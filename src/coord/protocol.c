@@ -1,0 +1,688 @@
+/* donto-accel coordinator: wire protocol, pure functions. See protocol.h and
+ * docs/protocol.md. Every input is hostile until checked: lengths are
+ * bounded before anything is allocated from them, and a parse either fills
+ * the whole struct or leaves nothing to free. */
+#define _POSIX_C_SOURCE 200809L
+#include "coord/protocol.h"
+
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- tables -------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    int dims;
+} k_models[] = {
+    {"BAAI/bge-small-en-v1.5", 384},
+    {"BAAI/bge-base-en-v1.5", 768},
+    {"BAAI/bge-large-en-v1.5", 1024},
+    {"sentence-transformers/all-MiniLM-L6-v2", 384},
+};
+
+int donto_proto_model_dims(const char *model) {
+    if (!model) return 0;
+    for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++)
+        if (!strcmp(model, k_models[i].name)) return k_models[i].dims;
+    return 0;
+}
+
+static const char *const k_targets[DONTO_TARGET_N] = {"claim", "predicate", "entity", "memory_chunk"};
+
+int donto_proto_target_parse(const char *s) {
+    if (!s) return -1;
+    for (int t = 0; t < DONTO_TARGET_N; t++)
+        if (!strcmp(s, k_targets[t])) return t;
+    return -1;
+}
+
+const char *donto_proto_target_name(int target) {
+    return target >= 0 && target < DONTO_TARGET_N ? k_targets[target] : "unknown";
+}
+
+const char *donto_proto_reject_code(donto_reject r) {
+    switch (r) {
+    case DONTO_REJECT_NONE: return NULL;
+    case DONTO_REJECT_UNKNOWN_ITEM: return "unknown_item";
+    case DONTO_REJECT_NOT_LEASED: return "not_leased";
+    case DONTO_REJECT_LEASE_EXPIRED: return "lease_expired";
+    case DONTO_REJECT_WRONG_MODEL: return "wrong_model";
+    }
+    return "rejected"; /* a verdict newer than this table: still a rejection */
+}
+
+/* ---- JSON field helpers ------------------------------------------------- */
+
+/* The body must be one JSON object. Duplicate keys are refused: two
+ * "worker_id"s would make "which one did the server use" a question. */
+static json_t *load_object(const char *body, size_t len, donto_err *err) {
+    if (!body || len == 0) {
+        donto_seterr(err, "empty body: expected a JSON object");
+        return NULL;
+    }
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        donto_seterr(err, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        donto_seterr(err, "body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static int has_control(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 1;
+    return 0;
+}
+
+/* A required, non-empty string of at most cap-1 bytes without control
+ * characters, copied into buf. Used for names that end up in logs. */
+static int get_name(json_t *obj, const char *key, char *buf, size_t cap, donto_err *err) {
+    json_t *v = json_object_get(obj, key);
+    if (!v) return donto_seterr(err, "missing field \"%s\"", key);
+    if (!json_is_string(v)) return donto_seterr(err, "\"%s\" must be a string", key);
+    size_t n = json_string_length(v);
+    if (n == 0) return donto_seterr(err, "\"%s\" must not be empty", key);
+    if (n >= cap) return donto_seterr(err, "\"%s\" is longer than %zu bytes", key, cap - 1);
+    const char *s = json_string_value(v);
+    if (has_control(s, n)) return donto_seterr(err, "\"%s\" contains control characters", key);
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    return 0;
+}
+
+/* ---- lease --------------------------------------------------------------- */
+
+int donto_proto_parse_lease(const char *body, size_t len, donto_lease_req *out, donto_err *err) {
+    memset(out, 0, sizeof *out);
+    json_t *root = load_object(body, len, err);
+    if (!root) return -1;
+    int rc = -1;
+    if (get_name(root, "worker_id", out->worker_id, sizeof out->worker_id, err)) goto done;
+    json_t *n = json_object_get(root, "n");
+    if (!n) {
+        donto_seterr(err, "missing field \"n\"");
+        goto done;
+    }
+    if (!json_is_integer(n)) {
+        donto_seterr(err, "\"n\" must be an integer");
+        goto done;
+    }
+    json_int_t want = json_integer_value(n);
+    if (want < 1) {
+        donto_seterr(err, "\"n\" must be at least 1 (got %" JSON_INTEGER_FORMAT ")", want);
+        goto done;
+    }
+    out->capped = want > DONTO_PROTO_LEASE_MAX;
+    out->n = out->capped ? DONTO_PROTO_LEASE_MAX : (int)want;
+    out->target = -1;
+    json_t *t = json_object_get(root, "target");
+    if (t && !json_is_null(t)) {
+        if (!json_is_string(t)) {
+            donto_seterr(err, "\"target\" must be a string or null");
+            goto done;
+        }
+        out->target = donto_proto_target_parse(json_string_value(t));
+        if (out->target < 0) {
+            donto_seterr(err, "unknown target (expected claim, predicate, entity or memory_chunk)");
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    json_decref(root);
+    return rc;
+}
+
+/* ---- submit / release ---------------------------------------------------- */
+
+void donto_items_req_free(donto_items_req *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n; i++) {
+        free(r->items[i].item_id);
+        free(r->items[i].vector);
+        free(r->items[i].model);
+        json_decref(r->items[i].item_id_json);
+    }
+    free(r->items);
+    memset(r, 0, sizeof *r);
+}
+
+/* item_id: a non-empty string, or an integer (some legacy producers used
+ * numeric ids). The store sees a string either way; the client gets back
+ * exactly the JSON value it sent. */
+static int parse_item_id(json_t *v, size_t i, donto_proto_item *it, donto_err *err) {
+    char num[32];
+    const char *s;
+    size_t n;
+    if (!v) return donto_seterr(err, "items[%zu]: missing field \"item_id\"", i);
+    if (json_is_string(v)) {
+        s = json_string_value(v);
+        n = json_string_length(v);
+        if (n == 0) return donto_seterr(err, "items[%zu].item_id must not be empty", i);
+        if (n > DONTO_PROTO_ITEM_ID_MAX)
+            return donto_seterr(err, "items[%zu].item_id is longer than %d bytes", i, DONTO_PROTO_ITEM_ID_MAX);
+    } else if (json_is_integer(v)) {
+        n = (size_t)snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        s = num;
+    } else {
+        return donto_seterr(err, "items[%zu].item_id must be a string or an integer", i);
+    }
+    it->item_id = malloc(n + 1);
+    if (!it->item_id) return donto_seterr(err, "out of memory");
+    memcpy(it->item_id, s, n);
+    it->item_id[n] = 0;
+    it->item_id_json = json_incref(v);
+    return 0;
+}
+
+/* A JSON array of numbers. Every element must be a number (a string in a
+ * vector is a broken client, not a bad vector: 400). Length and values are
+ * judged per item. Allocation happens only when the length already matches
+ * the model, so a 10,000-element array costs no more than its parse. */
+static int parse_vector_array(json_t *arr, size_t i, donto_proto_item *it, donto_err *err) {
+    size_t n = json_array_size(arr);
+    for (size_t k = 0; k < n; k++)
+        if (!json_is_number(json_array_get(arr, k)))
+            return donto_seterr(err, "items[%zu].vector[%zu] is not a number", i, k);
+    if (it->reason) return 0;
+    if (n != (size_t)it->dims) {
+        it->reason = "wrong_dims";
+        return 0;
+    }
+    float *v = malloc(n * sizeof *v + 1);
+    if (!v) return donto_seterr(err, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+        double d = json_number_value(json_array_get(arr, k));
+        /* A finite double beyond float range would convert to inf (and the
+         * conversion itself is undefined in ISO C): reject it here. */
+        if (!isfinite(d) || fabs(d) > FLT_MAX) {
+            free(v);
+            it->reason = "non_finite";
+            return 0;
+        }
+        v[k] = (float)d;
+    }
+    it->vector = v;
+    it->reason = donto_proto_check_vector(v, n, it->dims);
+    return 0;
+}
+
+static int parse_vector_b64(json_t *str, size_t i, donto_proto_item *it, donto_err *err) {
+    if (!json_is_string(str)) return donto_seterr(err, "items[%zu].vector_b64 must be a string", i);
+    if (it->reason) return 0;
+    const char *s = json_string_value(str);
+    size_t len = json_string_length(str), nf = 0;
+    if (donto_proto_b64_f32(s, len, NULL, 0, &nf)) {
+        it->reason = "bad_base64";
+        return 0;
+    }
+    if (nf != (size_t)it->dims) {
+        it->reason = "wrong_dims";
+        return 0;
+    }
+    float *v = malloc(nf * sizeof *v + 1);
+    if (!v) return donto_seterr(err, "out of memory");
+    if (donto_proto_b64_f32(s, len, v, nf, &nf)) { /* validated above; defensive */
+        free(v);
+        it->reason = "bad_base64";
+        return 0;
+    }
+    it->vector = v;
+    it->reason = donto_proto_check_vector(v, nf, it->dims);
+    return 0;
+}
+
+static int parse_item(json_t *o, size_t i, int submit, donto_proto_item *it, donto_err *err) {
+    if (!json_is_object(o)) return donto_seterr(err, "items[%zu] must be an object", i);
+    json_t *t = json_object_get(o, "target");
+    if (!t) return donto_seterr(err, "items[%zu]: missing field \"target\"", i);
+    if (!json_is_string(t)) return donto_seterr(err, "items[%zu].target must be a string", i);
+    it->target = donto_proto_target_parse(json_string_value(t));
+    if (it->target < 0)
+        return donto_seterr(err, "items[%zu].target: unknown target (expected claim, predicate, entity or "
+                                 "memory_chunk)", i);
+    if (parse_item_id(json_object_get(o, "item_id"), i, it, err)) return -1;
+    json_t *l = json_object_get(o, "lease_id");
+    if (l && !json_is_null(l)) {
+        if (!json_is_integer(l)) return donto_seterr(err, "items[%zu].lease_id must be an integer", i);
+        if (json_integer_value(l) < 1) return donto_seterr(err, "items[%zu].lease_id must be positive", i);
+        it->lease_id = (int64_t)json_integer_value(l);
+    }
+    if (!submit) return 0;
+
+    const char *model = DONTO_PROTO_DEFAULT_MODEL;
+    json_t *m = json_object_get(o, "model");
+    if (m && !json_is_null(m)) {
+        if (!json_is_string(m)) return donto_seterr(err, "items[%zu].model must be a string", i);
+        if (json_string_length(m) > DONTO_PROTO_MODEL_MAX)
+            return donto_seterr(err, "items[%zu].model is longer than %d bytes", i, DONTO_PROTO_MODEL_MAX);
+        model = json_string_value(m);
+        it->model = strdup(model);
+        if (!it->model) return donto_seterr(err, "out of memory");
+    }
+    it->dims = donto_proto_model_dims(model);
+    if (!it->dims) it->reason = "unknown_model"; /* still check the shape below */
+
+    json_t *va = json_object_get(o, "vector"), *vb = json_object_get(o, "vector_b64");
+    if (va && json_is_null(va)) va = NULL;
+    if (vb && json_is_null(vb)) vb = NULL;
+    if (va && vb) return donto_seterr(err, "items[%zu]: give \"vector\" or \"vector_b64\", not both", i);
+    if (!va && !vb) return donto_seterr(err, "items[%zu]: missing field \"vector\" (or \"vector_b64\")", i);
+    if (va) {
+        if (!json_is_array(va)) return donto_seterr(err, "items[%zu].vector must be an array of numbers", i);
+        return parse_vector_array(va, i, it, err);
+    }
+    return parse_vector_b64(vb, i, it, err);
+}
+
+/* Python's json module writes NaN, Infinity and -Infinity for non-finite
+ * floats (allow_nan defaults to True), so a legacy worker with one bad row
+ * sends a body that is not JSON. Outside strings nothing valid can contain
+ * those words, so they are rewritten to 1e39: a finite double beyond float
+ * range, which the item check rejects as non_finite. One bad row then costs
+ * one item, not the batch. Returns NULL when there is nothing to rewrite
+ * (*oom set when the copy could not be made). */
+static char *rewrite_nonfinite(const char *s, size_t len, size_t *olen, int *oom) {
+    *oom = 0;
+    size_t hits = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        char *o = NULL;
+        size_t k = 0;
+        if (pass == 1) {
+            if (!hits) return NULL;
+            if (!(o = malloc(len + hits + 1))) {
+                *oom = 1;
+                return NULL;
+            }
+        }
+        int instr = 0, esc = 0;
+        for (size_t i = 0; i < len; i++) {
+            char c = s[i];
+            size_t w = 0;
+            if (instr) {
+                if (esc) esc = 0;
+                else if (c == '\\') esc = 1;
+                else if (c == '"') instr = 0;
+            } else if (c == '"') {
+                instr = 1;
+            } else if (c == 'N' && len - i >= 3 && !memcmp(s + i, "NaN", 3)) {
+                w = 3;
+            } else if (c == 'I' && len - i >= 8 && !memcmp(s + i, "Infinity", 8)) {
+                w = 8;
+            }
+            if (w) {
+                if (pass == 0) hits++;
+                else memcpy(o + k, "1e39", 4), k += 4;
+                i += w - 1;
+            } else if (pass == 1) {
+                o[k++] = c;
+            }
+        }
+        if (pass == 1) {
+            o[k] = 0;
+            *olen = k;
+            return o;
+        }
+    }
+    return NULL;
+}
+
+static int parse_items(const char *body, size_t len, int submit, donto_items_req *out, donto_err *err) {
+    memset(out, 0, sizeof *out);
+    size_t rlen = 0;
+    int oom = 0;
+    char *rewritten = submit && body ? rewrite_nonfinite(body, len, &rlen, &oom) : NULL;
+    if (oom) return donto_seterr(err, "out of memory");
+    json_t *root = rewritten ? load_object(rewritten, rlen, err) : load_object(body, len, err);
+    free(rewritten);
+    if (!root) return -1;
+    int rc = -1;
+    if (get_name(root, "worker_id", out->worker_id, sizeof out->worker_id, err)) goto done;
+    json_t *items = json_object_get(root, "items");
+    if (!items) {
+        donto_seterr(err, "missing field \"items\"");
+        goto done;
+    }
+    if (!json_is_array(items)) {
+        donto_seterr(err, "\"items\" must be an array");
+        goto done;
+    }
+    size_t n = json_array_size(items);
+    if (n > DONTO_PROTO_ITEMS_MAX) {
+        donto_seterr(err, "too many items: %zu (at most %d per request)", n, DONTO_PROTO_ITEMS_MAX);
+        goto done;
+    }
+    out->items = calloc(n ? n : 1, sizeof *out->items);
+    if (!out->items) {
+        donto_seterr(err, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        out->n = i + 1; /* so that a failure frees what this item got */
+        if (parse_item(json_array_get(items, i), i, submit, &out->items[i], err)) goto done;
+    }
+    rc = 0;
+done:
+    json_decref(root);
+    if (rc) {
+        donto_err keep = {{0}};
+        if (err) keep = *err;
+        donto_items_req_free(out);
+        if (err) *err = keep;
+    }
+    return rc;
+}
+
+int donto_proto_parse_submit(const char *body, size_t len, donto_items_req *out, donto_err *err) {
+    return parse_items(body, len, 1, out, err);
+}
+
+int donto_proto_parse_release(const char *body, size_t len, donto_items_req *out, donto_err *err) {
+    return parse_items(body, len, 0, out, err);
+}
+
+/* ---- report -------------------------------------------------------------- */
+
+void donto_report_req_free(donto_report_req *r) {
+    if (!r) return;
+    free(r->message);
+    r->message = NULL;
+}
+
+int donto_proto_parse_report(const char *body, size_t len, donto_report_req *out, donto_err *err) {
+    memset(out, 0, sizeof *out);
+    json_t *root = load_object(body, len, err);
+    if (!root) return -1;
+    int rc = -1;
+    if (get_name(root, "worker_id", out->worker_id, sizeof out->worker_id, err)) goto done;
+    if (get_name(root, "kind", out->kind, sizeof out->kind, err)) goto done;
+    json_t *m = json_object_get(root, "message");
+    if (!m) {
+        donto_seterr(err, "missing field \"message\"");
+        goto done;
+    }
+    if (!json_is_string(m)) {
+        donto_seterr(err, "\"message\" must be a string");
+        goto done;
+    }
+    /* Keep the first DONTO_PROTO_REPORT_CHARS code points. jansson has
+     * already checked the UTF-8, so counting lead bytes counts characters
+     * and cutting before a lead byte never splits one. */
+    const char *s = json_string_value(m);
+    size_t n = json_string_length(m), cut = 0, chars = 0;
+    while (cut < n) {
+        if (((unsigned char)s[cut] & 0xC0) != 0x80 && chars++ == DONTO_PROTO_REPORT_CHARS) break;
+        cut++;
+    }
+    out->truncated = cut < n;
+    out->message = malloc(cut + 1);
+    if (!out->message) {
+        donto_seterr(err, "out of memory");
+        goto done;
+    }
+    memcpy(out->message, s, cut);
+    out->message[cut] = 0;
+    rc = 0;
+done:
+    json_decref(root);
+    return rc;
+}
+
+/* ---- vectors -------------------------------------------------------------- */
+
+static int b64val(unsigned char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+int donto_proto_b64_f32(const char *s, size_t len, float *out, size_t cap, size_t *n_floats) {
+    *n_floats = 0;
+    if (!s) return -1;
+    size_t n = len;
+    int pad = 0;
+    while (n > 0 && s[n - 1] == '=' && pad < 2) n--, pad++;
+    /* Padding, when present, must complete the last quantum exactly. */
+    if (pad && (len % 4 != 0 || (n % 4) + (size_t)pad != 4)) return -1;
+    if (n % 4 == 1) return -1; /* 6 bits cannot end a byte */
+    for (size_t i = 0; i < n; i++)
+        if (b64val((unsigned char)s[i]) < 0) return -1;
+    size_t bytes = n / 4 * 3 + (n % 4 ? n % 4 - 1 : 0);
+    if (bytes % 4) return -1;
+    *n_floats = bytes / 4;
+    if (!out || *n_floats > cap) return 0;
+    uint32_t acc = 0, word = 0;
+    int bits = 0, nb = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        acc = (acc << 6) | (uint32_t)b64val((unsigned char)s[i]);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            /* Little-endian assembly: correct on any host byte order. */
+            word |= ((acc >> bits) & 0xFFu) << (8 * nb);
+            if (++nb == 4) {
+                memcpy(&out[k++], &word, sizeof word);
+                word = 0;
+                nb = 0;
+            }
+        }
+    }
+    return 0;
+}
+
+char *donto_proto_f32_b64(const float *v, size_t n) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t bytes = n * 4;
+    char *o = malloc((bytes + 2) / 3 * 4 + 1), *p = o;
+    if (!o) return NULL;
+    uint32_t acc = 0;
+    int have = 0;
+    for (size_t i = 0; i < bytes; i++) {
+        uint32_t w;
+        memcpy(&w, &v[i / 4], sizeof w);
+        acc = (acc << 8) | ((w >> (8 * (i % 4))) & 0xFFu);
+        if (++have == 3) {
+            *p++ = tab[(acc >> 18) & 63], *p++ = tab[(acc >> 12) & 63];
+            *p++ = tab[(acc >> 6) & 63], *p++ = tab[acc & 63];
+            acc = 0, have = 0;
+        }
+    }
+    if (have) {
+        acc <<= 8 * (3 - have);
+        *p++ = tab[(acc >> 18) & 63], *p++ = tab[(acc >> 12) & 63];
+        *p++ = have == 2 ? tab[(acc >> 6) & 63] : '=';
+        *p++ = '=';
+    }
+    *p = 0;
+    return o;
+}
+
+const char *donto_proto_check_vector(const float *v, size_t n, int dims) {
+    if (dims <= 0 || n != (size_t)dims) return "wrong_dims";
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(v[i])) return "non_finite";
+        ss += (double)v[i] * (double)v[i];
+    }
+    if (!(fabs(sqrt(ss) - 1.0) <= DONTO_PROTO_NORM_TOL)) return "not_unit_norm";
+    return NULL;
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+/* Serialise and drop root. Any NULL on the way (allocation failure inside
+ * jansson) ends as a NULL result, which the server turns into a 500. */
+static char *dump(json_t *root, int ok) {
+    char *s = root && ok ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    return s;
+}
+
+/* json_object_set_new that remembers failure. set_new consumes v even when
+ * it fails, so nothing leaks on the error path. */
+static void put(json_t *o, const char *k, json_t *v, int *ok) {
+    if (!v) {
+        *ok = 0;
+        return;
+    }
+    if (!o) {
+        json_decref(v);
+        *ok = 0;
+        return;
+    }
+    if (json_object_set_new(o, k, v)) *ok = 0;
+}
+
+/* A JSON string from store text. Rows should hold UTF-8, but one bad row
+ * must not turn every lease into a 500: bytes of an invalid string are
+ * replaced (>= 0x80 -> '?'), and the item is then rejected at submit
+ * (unknown_item) instead of poisoning the batch. */
+static json_t *store_string(const char *s) {
+    if (!s) s = "";
+    json_t *j = json_string(s);
+    if (j) return j;
+    char *c = strdup(s);
+    if (!c) return NULL;
+    for (char *p = c; *p; p++)
+        if ((unsigned char)*p >= 0x80) *p = '?';
+    j = json_string(c);
+    free(c);
+    return j;
+}
+
+char *donto_proto_lease_response(const donto_lease_batch *b) {
+    int ok = 1;
+    json_t *root = json_object(), *arr = json_array();
+    for (size_t i = 0; b && arr && i < b->n; i++) {
+        const donto_leased_item *li = &b->items[i];
+        json_t *o = json_object();
+        put(o, "target", json_string(donto_proto_target_name((int)li->target)), &ok);
+        put(o, "item_id", store_string(li->item_id), &ok);
+        put(o, "model", store_string(li->model), &ok);
+        put(o, "text", store_string(li->text), &ok);
+        put(o, "lease_id", json_integer((json_int_t)li->lease_id), &ok);
+        if (!o || json_array_append_new(arr, o)) ok = 0;
+    }
+    put(root, "batch", arr, &ok);
+    return dump(root, ok);
+}
+
+char *donto_proto_submit_response(size_t upserted, const donto_items_req *r) {
+    int ok = 1;
+    json_t *root = json_object();
+    put(root, "upserted", json_integer((json_int_t)upserted), &ok);
+    json_t *rej = NULL;
+    for (size_t i = 0; r && i < r->n; i++) {
+        const donto_proto_item *it = &r->items[i];
+        if (!it->reason) continue;
+        if (!rej && !(rej = json_array())) {
+            ok = 0;
+            break;
+        }
+        json_t *o = json_object();
+        put(o, "item_id", json_incref(it->item_id_json), &ok);
+        put(o, "target", json_string(donto_proto_target_name(it->target)), &ok);
+        put(o, "reason", json_string(it->reason), &ok);
+        if (!o || json_array_append_new(rej, o)) ok = 0;
+    }
+    /* "rejected" only when non-empty: the legacy response had no such key. */
+    if (rej) put(root, "rejected", rej, &ok);
+    return dump(root, ok);
+}
+
+char *donto_proto_release_response(size_t released) {
+    int ok = 1;
+    json_t *root = json_object();
+    put(root, "released", json_integer((json_int_t)released), &ok);
+    return dump(root, ok);
+}
+
+char *donto_proto_ok_response(void) {
+    int ok = 1;
+    json_t *root = json_object();
+    put(root, "ok", json_true(), &ok);
+    return dump(root, ok);
+}
+
+char *donto_proto_error_response(const char *code, const char *message) {
+    int ok = 1;
+    json_t *root = json_object();
+    put(root, "error", json_string(code ? code : "error"), &ok);
+    /* A message is built from our own text plus request fragments that
+     * jansson already validated, but be safe about invalid UTF-8. */
+    json_t *m = json_string(message ? message : "");
+    if (!m) m = json_string("(message not representable)");
+    put(root, "message", m, &ok);
+    return dump(root, ok);
+}
+
+char *donto_proto_health_response(int okv, const char *version, int database, const char *message) {
+    int ok = 1;
+    json_t *root = json_object();
+    put(root, "ok", json_boolean(okv), &ok);
+    put(root, "version", json_string(version ? version : ""), &ok);
+    put(root, "database", json_boolean(database), &ok);
+    if (message) {
+        json_t *m = json_string(message);
+        put(root, "message", m ? m : json_string("(message not representable)"), &ok);
+    }
+    return dump(root, ok);
+}
+
+/* Store text in a JSON value; NULL-safe. */
+static json_t *jtext(const char *s) { return store_string(s); }
+
+char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], const donto_stats_extra *x) {
+    int ok = 1;
+    json_t *root = json_object();
+    for (int t = 0; t < DONTO_TARGET_N; t++) {
+        json_t *o = json_object();
+        put(o, "embedded", json_integer((json_int_t)st[t].embedded), &ok);
+        put(o, "total", json_integer((json_int_t)st[t].total), &ok);
+        put(o, "pending", json_integer((json_int_t)st[t].pending), &ok);
+        put(o, "leased", json_integer((json_int_t)st[t].leased), &ok);
+        put(root, k_targets[t], o, &ok);
+    }
+    if (x && x->have_rate) put(root, "items_per_minute", json_integer((json_int_t)x->per_minute), &ok);
+    if (x && x->have_contributors) {
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < x->n_contributors; i++) {
+            const donto_contributor *c = &x->contributors[i];
+            json_t *o = json_object();
+            put(o, "worker_id", jtext(c->worker_id), &ok);
+            put(o, "total", json_integer((json_int_t)c->total), &ok);
+            put(o, "rejected", json_integer((json_int_t)c->rejected), &ok);
+            put(o, "last_seen_ms", json_integer((json_int_t)c->last_seen), &ok);
+            if (!o || json_array_append_new(arr, o)) ok = 0;
+        }
+        put(root, "contributors", arr, &ok);
+    }
+    if (x && x->have_reports) {
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < x->n_reports; i++) {
+            const donto_report *r = &x->reports[i];
+            json_t *o = json_object();
+            put(o, "id", json_integer((json_int_t)r->id), &ok);
+            put(o, "worker_id", jtext(r->worker_id), &ok);
+            put(o, "kind", jtext(r->kind), &ok);
+            put(o, "message", jtext(r->message), &ok);
+            put(o, "created_ms", json_integer((json_int_t)r->created), &ok);
+            if (!o || json_array_append_new(arr, o)) ok = 0;
+        }
+        put(root, "reports", arr, &ok);
+    }
+    return dump(root, ok);
+}

@@ -1,0 +1,148 @@
+/*
+ * donto-accel coordinator: the wire protocol as pure functions.
+ *
+ * Request bodies (JSON text) are parsed and validated into plain structs;
+ * response bodies are built from plain structs. Nothing here does I/O, holds
+ * global state or reads a clock, so every function can be fuzzed on its own
+ * and the HTTP server (server.c) only moves bytes and calls the store.
+ *
+ * Validation splits into two kinds of failure, on purpose:
+ *   - a request that is not what the protocol describes (malformed JSON,
+ *     wrong types, missing or oversized fields, unknown target) fails the
+ *     parse as a whole: the server answers 400 and touches nothing;
+ *   - a well-formed submit item whose vector is unusable (wrong length,
+ *     non-finite component, norm not 1, undecodable base64, unknown model)
+ *     is rejected on its own with a reason code, and the rest of the batch
+ *     is still stored. A worker with one bad row must not lose the batch.
+ * See docs/protocol.md.
+ */
+#ifndef DONTO_COORD_PROTOCOL_H
+#define DONTO_COORD_PROTOCOL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "donto/store.h"
+#include "donto/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Model assumed for a submit item that names none (every legacy worker). */
+#define DONTO_PROTO_DEFAULT_MODEL "BAAI/bge-small-en-v1.5"
+/* Lease sizes above this are capped, not refused (legacy workers ask big). */
+#define DONTO_PROTO_LEASE_MAX 1024
+/* Items per submit/release request: more than a lease can hand out, with room. */
+#define DONTO_PROTO_ITEMS_MAX 8192
+/* Field sizes in bytes (UTF-8), excluding the terminating NUL. */
+#define DONTO_PROTO_WORKER_ID_MAX 256
+#define DONTO_PROTO_ITEM_ID_MAX 2048
+#define DONTO_PROTO_MODEL_MAX 256
+#define DONTO_PROTO_KIND_MAX 128
+/* A report keeps the first this-many characters (code points) of message. */
+#define DONTO_PROTO_REPORT_CHARS 1500
+/* Accepted distance of a vector's L2 norm from 1. */
+#define DONTO_PROTO_NORM_TOL 1e-3
+
+/* Dimensions of a known model, or 0 when the model is not in the table. */
+int donto_proto_model_dims(const char *model);
+
+/* Target names on the wire ("claim", ...) <-> donto_target; -1 if unknown.
+ * Kept here (not only in the store) because they are protocol words. */
+int donto_proto_target_parse(const char *s);
+const char *donto_proto_target_name(int target);
+
+/* Wire reason code of a store verdict ("not_leased", ...); NULL for NONE. */
+const char *donto_proto_reject_code(donto_reject r);
+
+/* ---- requests ---------------------------------------------------------- */
+
+typedef struct donto_lease_req {
+    char worker_id[DONTO_PROTO_WORKER_ID_MAX + 1];
+    int n;      /* 1..DONTO_PROTO_LEASE_MAX (after capping) */
+    int capped; /* 1 when the client asked for more than the cap */
+    int target; /* donto_target, or -1 for any */
+} donto_lease_req;
+
+int donto_proto_parse_lease(const char *body, size_t len, donto_lease_req *out, donto_err *err);
+
+typedef struct donto_proto_item {
+    int target;           /* donto_target */
+    char *item_id;        /* the id as the store knows it (a string) */
+    json_t *item_id_json; /* the value the client sent, echoed in "rejected" */
+    int64_t lease_id;     /* 0 when the client sent none (legacy) */
+    char *model;          /* the model the client named; NULL: none (legacy) */
+    int dims;             /* the model's dimensions (submit only; 0 = unknown model) */
+    float *vector;        /* dims floats when reason == NULL (submit only) */
+    const char *reason;   /* NULL: valid so far; else a static reject code */
+} donto_proto_item;
+
+typedef struct donto_items_req {
+    char worker_id[DONTO_PROTO_WORKER_ID_MAX + 1];
+    donto_proto_item *items;
+    size_t n;
+} donto_items_req;
+
+/* Submit: {"worker_id", "items": [{"target","item_id", "vector"|"vector_b64",
+ * "lease_id"?, "model"?}]}. Vector problems become item reasons (see top). */
+int donto_proto_parse_submit(const char *body, size_t len, donto_items_req *out, donto_err *err);
+/* Release: {"worker_id", "items": [{"target","item_id","lease_id"?}]}. */
+int donto_proto_parse_release(const char *body, size_t len, donto_items_req *out, donto_err *err);
+void donto_items_req_free(donto_items_req *r);
+
+typedef struct donto_report_req {
+    char worker_id[DONTO_PROTO_WORKER_ID_MAX + 1];
+    char kind[DONTO_PROTO_KIND_MAX + 1];
+    char *message; /* heap, at most DONTO_PROTO_REPORT_CHARS code points */
+    int truncated;
+} donto_report_req;
+
+int donto_proto_parse_report(const char *body, size_t len, donto_report_req *out, donto_err *err);
+void donto_report_req_free(donto_report_req *r);
+
+/* ---- vectors ----------------------------------------------------------- */
+
+/* Decode standard base64 (RFC 4648 alphabet, '=' padding optional) of
+ * little-endian float32 values. With out == NULL only validates and counts.
+ * Returns 0 and the number of floats in *n_floats, or -1 when the text is not
+ * base64 or its byte count is not a multiple of 4. Writes at most cap floats:
+ * a longer input returns 0 with *n_floats > cap and nothing written. */
+int donto_proto_b64_f32(const char *s, size_t len, float *out, size_t cap, size_t *n_floats);
+
+/* Standard base64 of little-endian float32 (for tests and tools); heap, NUL-terminated. */
+char *donto_proto_f32_b64(const float *v, size_t n);
+
+/* NULL when v (n floats) is a valid vector for a model of dims dimensions,
+ * else the reject code: "wrong_dims", "non_finite", "not_unit_norm". */
+const char *donto_proto_check_vector(const float *v, size_t n, int dims);
+
+/* ---- responses (heap JSON text, free() it; NULL only when out of memory) */
+
+char *donto_proto_lease_response(const donto_lease_batch *b);
+/* {"upserted": n} plus "rejected" listing every item with a reason, in
+ * request order, when there is at least one. */
+char *donto_proto_submit_response(size_t upserted, const donto_items_req *r);
+char *donto_proto_release_response(size_t released);
+char *donto_proto_ok_response(void);
+char *donto_proto_error_response(const char *code, const char *message);
+char *donto_proto_health_response(int ok, const char *version, int database, const char *message);
+/* What /stats shows beyond the per-target counts; parts the store does not
+ * offer are left zero/NULL and omitted. */
+typedef struct donto_stats_extra {
+    int have_rate;
+    int64_t per_minute; /* vectors stored in the last 60 s */
+    int have_contributors;
+    const donto_contributor *contributors;
+    size_t n_contributors;
+    int have_reports;
+    const donto_report *reports;
+    size_t n_reports;
+} donto_stats_extra;
+char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], const donto_stats_extra *x);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

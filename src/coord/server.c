@@ -1,0 +1,721 @@
+/*
+ * donto-accel coordinator: HTTP server (libmicrohttpd) over the store.
+ *
+ * Request life cycle (MHD calls on_request several times per request):
+ *   1. headers:  route, method and bearer-token syntax are checked and the
+ *                body size is checked against Content-Length; failures are
+ *                answered right away, before any body byte is read.
+ *   2. body:     bytes are appended to a per-request buffer that never grows
+ *                past max_body; a chunked body that crosses the limit stops
+ *                being kept (413 at the end), and one that goes on past twice
+ *                the limit gets its connection dropped.
+ *   3. complete: one store handle is taken from the pool, the token is
+ *                checked, the body parsed (src/coord/protocol.c), the store
+ *                called, the handle given back, the answer queued.
+ *
+ * The store pool. Handles are not thread-safe (store.h), so each request
+ * needs one of its own; opening one per request would cost a database
+ * connection each time. The pool is a fixed array guarded by a mutex, with a
+ * condition variable to wait for a free handle (bounded by pool_wait_s, then
+ * 503 "busy"). A request takes exactly one handle, after its body is in, and
+ * keeps it until its answer is built: it never asks for a second one while
+ * holding the first. The original Python coordinator took a second
+ * connection inside a request (token check, then the work); with every
+ * connection held by requests each waiting for another, it deadlocked. With
+ * one handle per request a waiter always waits for a request that needs
+ * nothing more to finish, so the pool can be any size >= 1.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+#include <openssl/evp.h>
+
+#include "coord/protocol.h"
+#include "donto/coord.h"
+
+#ifndef DONTO_VERSION
+#define DONTO_VERSION "unknown"
+#endif
+
+/* Presented tokens longer than this are refused without hashing. */
+#define TOKEN_MAX 1024
+
+enum { R_NONE = -1, R_LEASE, R_SUBMIT, R_REPORT, R_RELEASE, R_HEALTH, R_STATS, R_N };
+
+static const struct {
+    const char *path;
+    int post;  /* 1: POST; 0: GET (and HEAD) */
+    int token; /* 0: none, 1: any valid token, 2: admin token */
+} k_routes[R_N] = {
+    [R_LEASE] = {"/lease", 1, 1},  [R_SUBMIT] = {"/submit", 1, 1}, [R_REPORT] = {"/report", 1, 1},
+    [R_RELEASE] = {"/release", 1, 1}, [R_HEALTH] = {"/health", 0, 0}, [R_STATS] = {"/stats", 0, 2},
+};
+
+/* ---- the store pool -------------------------------------------------------- */
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    donto_store **all;  /* every handle, for closing */
+    donto_store **idle; /* stack of free handles */
+    int n, nidle;
+} store_pool;
+
+/* Condition variables wait on the monotonic clock: a wall-clock jump must
+ * not turn a 10 s wait into an hour or into nothing. */
+static int cond_init_mono(pthread_cond_t *cv) {
+    pthread_condattr_t a;
+    if (pthread_condattr_init(&a)) return -1;
+    int rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC) || pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+    return rc ? -1 : 0;
+}
+
+static struct timespec deadline_after(double s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (s < 0) s = 0;
+    if (s > 86400) s = 86400;
+    long long ns = (long long)ts.tv_nsec + (long long)((s - (double)(long long)s) * 1e9);
+    ts.tv_sec += (time_t)s + (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    return ts;
+}
+
+static void pool_close(store_pool *p) {
+    for (int i = 0; i < p->n; i++)
+        if (p->all[i]) p->all[i]->ops->close(p->all[i]);
+    free(p->all);
+    free(p->idle);
+    p->all = p->idle = NULL;
+    p->n = p->nidle = 0;
+}
+
+static int pool_open(store_pool *p, int n, const donto_coord_config *cfg, donto_err *err) {
+    p->all = calloc((size_t)n, sizeof *p->all);
+    p->idle = calloc((size_t)n, sizeof *p->idle);
+    if (!p->all || !p->idle) {
+        pool_close(p);
+        return donto_seterr(err, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        int rc = cfg->open_store ? cfg->open_store(cfg->open_ctx, &p->all[i], err)
+                                 : donto_store_open(cfg->db_url, &p->all[i], err);
+        p->n = i + 1;
+        if (rc || !p->all[i]) {
+            p->all[i] = NULL;
+            pool_close(p);
+            return donto_preerr(err, "opening store handle %d of %d", i + 1, n);
+        }
+        p->idle[p->nidle++] = p->all[i];
+    }
+    return 0;
+}
+
+/* One free handle, waiting at most wait_s; NULL when none became free. */
+static donto_store *pool_take(store_pool *p, double wait_s) {
+    struct timespec dl = deadline_after(wait_s);
+    donto_store *s = NULL;
+    pthread_mutex_lock(&p->mu);
+    while (p->nidle == 0)
+        if (pthread_cond_timedwait(&p->cv, &p->mu, &dl) == ETIMEDOUT) break;
+    if (p->nidle > 0) s = p->idle[--p->nidle];
+    pthread_mutex_unlock(&p->mu);
+    return s;
+}
+
+static void pool_give(store_pool *p, donto_store *s) {
+    pthread_mutex_lock(&p->mu);
+    p->idle[p->nidle++] = s;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- the coordinator ----------------------------------------------------------- */
+
+struct donto_coord {
+    struct MHD_Daemon *d;
+    store_pool pool;
+    char *base; /* normalised: "" or "/x[/y]" without a trailing slash */
+    size_t base_len;
+    size_t max_body;
+    int64_t ttl_ms;
+    double pool_wait_s;
+    const char *version;
+    int64_t (*now_ms)(void *);
+    void *clock_ctx;
+    int port;
+    /* Requests in flight, for the drain at stop. */
+    pthread_mutex_t mu;
+    pthread_cond_t idle_cv;
+    int inflight;
+};
+
+typedef struct {
+    int route;
+    uint8_t token_hash[32];
+    char *body;
+    size_t len, cap;
+    int too_big;    /* the body crossed max_body: 413 at the end */
+    size_t dropped; /* bytes discarded after crossing it */
+    int answered;   /* a response was queued at header time */
+} request;
+
+typedef struct {
+    unsigned status;
+    char *json; /* heap; NULL means out of memory (500) */
+} answer;
+
+static int64_t wall_ms(void *ctx) {
+    (void)ctx;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void inflight_add(donto_coord *c, int d) {
+    pthread_mutex_lock(&c->mu);
+    c->inflight += d;
+    if (c->inflight == 0) pthread_cond_broadcast(&c->idle_cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static answer errorf(unsigned status, const char *code, const char *fmt, ...) DONTO_PRINTF(3, 4);
+static answer errorf(unsigned status, const char *code, const char *fmt, ...) {
+    char msg[DONTO_ERR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return (answer){status, donto_proto_error_response(code, msg)};
+}
+
+/* A store call failed: 503 when the database is gone (the client should
+ * retry later), 500 when it answers but the operation failed. The store's
+ * own message (host names, SQL, user names) goes to the log only: the
+ * token check runs before the client is known. */
+static answer store_failure(donto_store *s, const char *what, const donto_err *e) {
+    donto_err pe;
+    int reachable = s->ops->ping(s, &pe) == 0;
+    DLOG_ERROR("coord: %s failed: %s%s", what, e->msg, reachable ? "" : " (database unreachable)");
+    if (!reachable) return errorf(503, "database_unavailable", "%s: the database is unreachable; retry later", what);
+    return errorf(500, "store_error", "%s failed in the database (details in the coordinator's log)", what);
+}
+
+static enum MHD_Result queue(struct MHD_Connection *conn, answer a, const char *allow) {
+    static const char oom[] = "{\"error\":\"internal\",\"message\":\"out of memory\"}";
+    struct MHD_Response *resp;
+    if (a.json) {
+        resp = MHD_create_response_from_buffer_with_free_callback(strlen(a.json), a.json, &free);
+        if (!resp) free(a.json); /* MHD takes the buffer only on success */
+    } else {
+        a.status = 500;
+        resp = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+    }
+    if (!resp) return MHD_NO; /* MHD closes the connection */
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    if (a.status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    enum MHD_Result ret = MHD_queue_response(conn, a.status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* "Bearer <token>" -> SHA-256(token). Only the hash ever reaches the store,
+ * which keeps nothing but hashes: a database dump yields no usable token. */
+static int bearer_hash(const char *h, uint8_t out[32]) {
+    if (!h) return -1;
+    while (*h == ' ' || *h == '\t') h++;
+    if (strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return -1;
+    h += 6;
+    while (*h == ' ' || *h == '\t') h++;
+    size_t n = strnlen(h, TOKEN_MAX + 1);
+    while (n > 0 && (h[n - 1] == ' ' || h[n - 1] == '\t')) n--;
+    if (n == 0 || n > TOKEN_MAX) return -1;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)h[i] < 0x21 || (unsigned char)h[i] > 0x7e) return -1;
+    unsigned int hl = 0;
+    if (EVP_Digest(h, n, out, &hl, EVP_sha256(), NULL) != 1 || hl != 32) return -1;
+    return 0;
+}
+
+static int route_of(const donto_coord *c, const char *url) {
+    if (!url || strncmp(url, c->base, c->base_len) != 0) return R_NONE;
+    const char *rest = url + c->base_len;
+    for (int r = 0; r < R_N; r++)
+        if (!strcmp(rest, k_routes[r].path)) return r;
+    return R_NONE;
+}
+
+/* Step 1: everything that can be decided from the request line and headers. */
+static enum MHD_Result on_headers(donto_coord *c, struct MHD_Connection *conn, const char *url,
+                                  const char *method, request *r) {
+    r->route = route_of(c, url);
+    if (r->route == R_NONE) {
+        r->answered = 1;
+        return queue(conn, errorf(404, "not_found", "no route %.200s", url ? url : ""), NULL);
+    }
+    int post = k_routes[r->route].post;
+    int ok = post ? !strcmp(method, "POST") : (!strcmp(method, "GET") || !strcmp(method, "HEAD"));
+    if (!ok) {
+        r->answered = 1;
+        return queue(conn,
+                     errorf(405, "method_not_allowed", "%s%s takes %s", c->base, k_routes[r->route].path,
+                            post ? "POST" : "GET"),
+                     post ? "POST" : "GET, HEAD");
+    }
+    if (k_routes[r->route].token) {
+        const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (bearer_hash(h, r->token_hash)) {
+            r->answered = 1;
+            return queue(conn, errorf(401, "unauthorized", "%s", h ? "malformed bearer token" : "missing bearer token"),
+                         NULL);
+        }
+    }
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (errno || end == cl || v > c->max_body) {
+            r->answered = 1;
+            return queue(conn,
+                         errorf(413, "payload_too_large", "request body over the limit of %zu bytes", c->max_body),
+                         NULL);
+        }
+        /* Pre-size for the announced body, but not beyond 1 MiB: a client
+         * announcing much and sending little must not pin memory. */
+        size_t want = (size_t)v < ((size_t)1 << 20) ? (size_t)v : ((size_t)1 << 20);
+        if (want) {
+            r->body = malloc(want + 1);
+            r->cap = r->body ? want : 0;
+        }
+    }
+    return MHD_YES;
+}
+
+/* Step 2: keep body bytes, never more than max_body. */
+static enum MHD_Result absorb(donto_coord *c, request *r, const char *data, size_t n) {
+    if (r->too_big) {
+        r->dropped += n;
+        /* Reading on costs bandwidth only; still, a client streaming without
+         * end gets cut off once it has sent twice the limit. */
+        return r->dropped <= c->max_body ? MHD_YES : MHD_NO;
+    }
+    if (n > c->max_body - r->len) {
+        r->too_big = 1;
+        r->dropped = n;
+        free(r->body);
+        r->body = NULL;
+        r->len = r->cap = 0;
+        return MHD_YES;
+    }
+    if (r->len + n > r->cap) {
+        size_t cap = r->cap ? r->cap : 4096;
+        while (cap < r->len + n) cap = cap > c->max_body / 2 ? c->max_body : cap * 2;
+        char *b = realloc(r->body, cap + 1);
+        if (!b) {
+            DLOG_ERROR("coord: out of memory buffering a %zu-byte body", r->len + n);
+            return MHD_NO;
+        }
+        r->body = b;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    return MHD_YES;
+}
+
+/* ---- route handlers (one store handle, already taken) --------------------------- */
+
+static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
+    donto_lease_req q;
+    donto_err e = {{0}};
+    if (donto_proto_parse_lease(r->body, r->len, &q, &e)) return errorf(400, "bad_request", "%s", e.msg);
+    donto_lease_batch b = {0};
+    if (s->ops->lease(s, q.worker_id, q.n, q.target, c->now_ms(c->clock_ctx), c->ttl_ms, &b, &e))
+        return store_failure(s, "lease", &e);
+    answer a = {200, donto_proto_lease_response(&b)};
+    DLOG_DEBUG("coord: lease %s n=%d target=%s -> %zu", q.worker_id, q.n,
+               q.target < 0 ? "any" : donto_proto_target_name(q.target), b.n);
+    donto_lease_batch_free(&b);
+    return a;
+}
+
+/* Submit and release share the item list: a submit passes only the items that
+ * passed validation to the store, and maps its verdicts back by index. */
+static answer do_items(donto_coord *c, donto_store *s, const request *r, int submit) {
+    donto_items_req q;
+    donto_err e = {{0}};
+    if ((submit ? donto_proto_parse_submit : donto_proto_parse_release)(r->body, r->len, &q, &e))
+        return errorf(400, "bad_request", "%s", e.msg);
+    answer a = {500, NULL};
+    size_t nv = 0;
+    for (size_t i = 0; i < q.n; i++) nv += q.items[i].reason == NULL;
+    donto_submit_item *si = calloc(nv ? nv : 1, sizeof *si);
+    size_t *idx = calloc(nv ? nv : 1, sizeof *idx);
+    donto_reject *rej = calloc(nv ? nv : 1, sizeof *rej);
+    if (!si || !idx || !rej) {
+        a = errorf(500, "internal", "out of memory");
+        goto done;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < q.n; i++) {
+        const donto_proto_item *it = &q.items[i];
+        if (it->reason) continue;
+        si[k] = (donto_submit_item){.target = (donto_target)it->target,
+                                    .item_id = it->item_id,
+                                    .lease_id = it->lease_id,
+                                    .vector = submit ? it->vector : NULL,
+                                    .dims = submit ? it->dims : 0,
+                                    .model = it->model};
+        idx[k++] = i;
+    }
+    if (submit) {
+        donto_submit_result res = {.upserted = 0, .reject = rej};
+        if (nv && s->ops->submit(s, q.worker_id, si, nv, c->now_ms(c->clock_ctx), &res, &e)) {
+            a = store_failure(s, "submit", &e);
+            goto done;
+        }
+        for (size_t j = 0; j < nv; j++)
+            if (rej[j] != DONTO_REJECT_NONE) q.items[idx[j]].reason = donto_proto_reject_code(rej[j]);
+        a = (answer){200, donto_proto_submit_response(res.upserted, &q)};
+        DLOG_DEBUG("coord: submit %s items=%zu upserted=%zu", q.worker_id, q.n, res.upserted);
+    } else {
+        size_t released = 0;
+        if (nv && s->ops->release(s, q.worker_id, si, nv, &released, &e)) {
+            a = store_failure(s, "release", &e);
+            goto done;
+        }
+        a = (answer){200, donto_proto_release_response(released)};
+    }
+done:
+    free(si);
+    free(idx);
+    free(rej);
+    donto_items_req_free(&q);
+    return a;
+}
+
+static answer do_report(donto_coord *c, donto_store *s, const request *r) {
+    donto_report_req q;
+    donto_err e = {{0}};
+    if (donto_proto_parse_report(r->body, r->len, &q, &e)) return errorf(400, "bad_request", "%s", e.msg);
+    answer a;
+    if (s->ops->report(s, q.worker_id, q.kind, q.message, c->now_ms(c->clock_ctx), &e))
+        a = store_failure(s, "report", &e);
+    else
+        a = (answer){200, donto_proto_ok_response()};
+    /* The message itself stays in the store: it is free text from a worker
+     * and may hold newlines that would forge log lines. */
+    DLOG_INFO("coord: report from %s (%s), %zu bytes", q.worker_id, q.kind, strlen(q.message));
+    donto_report_req_free(&q);
+    return a;
+}
+
+/* Rows of the contributor and report lists shown by /stats. */
+#define STATS_LIST_MAX 20
+
+/* Per-target counts, plus whatever else the store offers (rate,
+ * contributors, recent reports); an optional part that fails is logged and
+ * left out rather than failing the whole answer. */
+static answer do_stats(donto_coord *c, donto_store *s) {
+    donto_target_stats st[DONTO_TARGET_N];
+    memset(st, 0, sizeof st);
+    donto_err e = {{0}};
+    int64_t now = c->now_ms(c->clock_ctx);
+    if (s->ops->stats(s, now, st, &e)) return store_failure(s, "stats", &e);
+    donto_stats_extra x;
+    memset(&x, 0, sizeof x);
+    donto_contributor *con = NULL;
+    donto_report *rep = NULL;
+    size_t ncon = 0, nrep = 0;
+    if (s->ops->embedded_since) {
+        if (s->ops->embedded_since(s, now - 60000, &x.per_minute, &e) == 0) x.have_rate = 1;
+        else DLOG_WARN("coord: stats: items per minute: %s", e.msg);
+    }
+    if (s->ops->contributors) {
+        if (s->ops->contributors(s, STATS_LIST_MAX, &con, &ncon, &e) == 0)
+            x.have_contributors = 1, x.contributors = con, x.n_contributors = ncon;
+        else DLOG_WARN("coord: stats: contributors: %s", e.msg);
+    }
+    if (s->ops->reports_recent) {
+        if (s->ops->reports_recent(s, STATS_LIST_MAX, &rep, &nrep, &e) == 0)
+            x.have_reports = 1, x.reports = rep, x.n_reports = nrep;
+        else DLOG_WARN("coord: stats: reports: %s", e.msg);
+    }
+    answer a = {200, donto_proto_stats_response(st, &x)};
+    donto_contributor_list_free(con, ncon);
+    donto_report_list_free(rep, nrep);
+    return a;
+}
+
+/* Unauthenticated: says whether the database answers, never why not. */
+static answer do_health(donto_coord *c, donto_store *s) {
+    donto_err e = {{0}};
+    int up = s->ops->ping(s, &e) == 0;
+    if (!up) DLOG_WARN("coord: health: %s", e.msg);
+    return (answer){up ? 200 : 503,
+                    donto_proto_health_response(up, c->version, up, up ? NULL : "database unreachable")};
+}
+
+/* The token gate: 401 for unknown or revoked tokens, 403 for a contributor
+ * on an admin route. Runs on the request's one handle. */
+static int gate(donto_store *s, const request *r, answer *a) {
+    int need = k_routes[r->route].token;
+    if (!need) return 0;
+    int found = 0;
+    donto_role role = DONTO_ROLE_CONTRIBUTOR;
+    char name[128] = "";
+    donto_err e = {{0}};
+    if (s->ops->token_check(s, r->token_hash, &found, &role, name, sizeof name, &e)) {
+        *a = store_failure(s, "token check", &e);
+        return -1;
+    }
+    if (!found) {
+        *a = errorf(401, "unauthorized", "unknown or revoked token");
+        return -1;
+    }
+    if (need == 2 && role != DONTO_ROLE_ADMIN) {
+        *a = errorf(403, "forbidden", "this route needs an admin token");
+        return -1;
+    }
+    return 0;
+}
+
+/* Step 3: the whole request is in. */
+static enum MHD_Result on_complete(donto_coord *c, struct MHD_Connection *conn, request *r) {
+    if (r->too_big)
+        return queue(conn, errorf(413, "payload_too_large", "request body over the limit of %zu bytes", c->max_body),
+                     NULL);
+    /* Health answers fast even when the pool is saturated: a load balancer
+     * probing it must not queue behind the work. */
+    double wait = r->route == R_HEALTH && c->pool_wait_s > 2 ? 2 : c->pool_wait_s;
+    donto_store *s = pool_take(&c->pool, wait);
+    if (!s) {
+        if (r->route == R_HEALTH)
+            return queue(conn,
+                         (answer){503, donto_proto_health_response(0, c->version, 0, "no store handle free")},
+                         NULL);
+        return queue(conn, errorf(503, "busy", "all %d store handles are in use; retry later", c->pool.n), NULL);
+    }
+    answer a = {500, NULL};
+    if (gate(s, r, &a) == 0) {
+        switch (r->route) {
+        case R_LEASE: a = do_lease(c, s, r); break;
+        case R_SUBMIT: a = do_items(c, s, r, 1); break;
+        case R_RELEASE: a = do_items(c, s, r, 0); break;
+        case R_REPORT: a = do_report(c, s, r); break;
+        case R_STATS: a = do_stats(c, s); break;
+        case R_HEALTH: a = do_health(c, s); break;
+        default: a = errorf(404, "not_found", "no such route"); break;
+        }
+    }
+    pool_give(&c->pool, s);
+    return queue(conn, a, NULL);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    donto_coord *c = cls;
+    request *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) return MHD_NO;
+        *con_cls = r;
+        inflight_add(c, 1);
+        return on_headers(c, conn, url, method, r);
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        return r->answered ? MHD_YES : absorb(c, r, upload, n);
+    }
+    if (r->answered) return MHD_YES;
+    r->answered = 1;
+    return on_complete(c, conn, r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)conn, (void)toe;
+    request *r = *con_cls;
+    if (!r) return;
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+    inflight_add(cls, -1);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    DLOG_WARN("http: %s", msg);
+}
+
+/* "HOST:PORT" / "[V6]:PORT" -> socket address. */
+static int parse_listen(const char *spec, struct sockaddr_storage *ss, int *v6, donto_err *err) {
+    if (!spec || !*spec) return donto_seterr(err, "listen address is empty (want HOST:PORT)");
+    char host[256];
+    const char *port;
+    if (spec[0] == '[') {
+        const char *e = strchr(spec, ']');
+        if (!e || e[1] != ':' || (size_t)(e - spec - 1) >= sizeof host)
+            return donto_seterr(err, "listen address '%s': want [IPV6]:PORT", spec);
+        memcpy(host, spec + 1, (size_t)(e - spec - 1));
+        host[e - spec - 1] = 0;
+        port = e + 2;
+    } else {
+        const char *colon = strrchr(spec, ':');
+        if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof host)
+            return donto_seterr(err, "listen address '%s': want HOST:PORT", spec);
+        memcpy(host, spec, (size_t)(colon - spec));
+        host[colon - spec] = 0;
+        port = colon + 1;
+    }
+    char *end;
+    errno = 0;
+    long p = strtol(port, &end, 10);
+    if (!*port || *end || errno || p < 0 || p > 65535)
+        return donto_seterr(err, "listen address '%s': bad port", spec);
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    int gai = getaddrinfo(host, port, &hints, &res);
+    if (gai || !res) return donto_seterr(err, "listen address '%s': %s", spec, gai ? gai_strerror(gai) : "no address");
+    memset(ss, 0, sizeof *ss);
+    memcpy(ss, res->ai_addr, res->ai_addrlen <= sizeof *ss ? res->ai_addrlen : sizeof *ss);
+    *v6 = res->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    return 0;
+}
+
+static char *normalise_base(const char *b) {
+    if (!b) b = DONTO_COORD_DEFAULT_BASE;
+    while (*b == '/') b++;
+    size_t n = strlen(b);
+    while (n > 0 && b[n - 1] == '/') n--;
+    char *o = malloc(n + 2);
+    if (!o) return NULL;
+    if (n == 0) {
+        o[0] = 0;
+    } else {
+        o[0] = '/';
+        memcpy(o + 1, b, n);
+        o[n + 1] = 0;
+    }
+    return o;
+}
+
+int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_err *err) {
+    *out = NULL;
+    if (!cfg->open_store && !cfg->db_url) return donto_seterr(err, "no database given");
+    int threads = cfg->threads > 0 ? cfg->threads : donto_ncpu();
+    int pool = cfg->pool > 0 ? cfg->pool : threads;
+    if (threads > 1024 || pool > 1024) return donto_seterr(err, "threads and pool must be at most 1024");
+    struct sockaddr_storage ss;
+    int v6 = 0;
+    if (parse_listen(cfg->listen, &ss, &v6, err)) return -1;
+
+    donto_coord *c = calloc(1, sizeof *c);
+    if (!c) return donto_seterr(err, "out of memory");
+    c->base = normalise_base(cfg->base);
+    if (!c->base) {
+        free(c);
+        return donto_seterr(err, "out of memory");
+    }
+    c->base_len = strlen(c->base);
+    c->max_body = cfg->max_body ? cfg->max_body : DONTO_COORD_DEFAULT_MAX_BODY;
+    c->ttl_ms = cfg->lease_ttl_ms > 0 ? cfg->lease_ttl_ms : DONTO_COORD_DEFAULT_LEASE_TTL_MS;
+    c->pool_wait_s = cfg->pool_wait_s > 0 ? cfg->pool_wait_s : 10.0;
+    c->version = cfg->version ? cfg->version : DONTO_VERSION;
+    c->now_ms = cfg->now_ms ? cfg->now_ms : wall_ms;
+    c->clock_ctx = cfg->clock_ctx;
+    if (pthread_mutex_init(&c->mu, NULL) || cond_init_mono(&c->idle_cv) || pthread_mutex_init(&c->pool.mu, NULL) ||
+        cond_init_mono(&c->pool.cv)) {
+        /* Not worth unwinding a half-initialised set: this fails only when
+         * the system is out of resources, and then the process ends. */
+        free(c->base);
+        free(c);
+        return donto_seterr(err, "cannot create locks");
+    }
+    if (pool_open(&c->pool, pool, cfg, err)) goto fail;
+
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (v6) flags |= MHD_USE_IPv6;
+    unsigned timeout = cfg->conn_timeout_s ? cfg->conn_timeout_s : 60;
+    /* One thread: MHD's own polling thread serves everything (it warns
+     * about a pool of one). More: a pool of polling threads. */
+    c->d = MHD_start_daemon(flags, 0, NULL, NULL, &on_request, c,
+                            MHD_OPTION_EXTERNAL_LOGGER, &mhd_log, c, /* first: it applies from here on */
+                            MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&ss,
+                            MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+                            MHD_OPTION_NOTIFY_COMPLETED, &on_completed, c,
+                            threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (unsigned)threads,
+                            MHD_OPTION_END);
+    if (!c->d) {
+        donto_seterr(err, "cannot listen on %s (address in use or not local?)", cfg->listen);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(c->d, MHD_DAEMON_INFO_BIND_PORT);
+    c->port = info ? (int)info->port : 0;
+    DLOG_INFO("coord: serving %s/{lease,submit,release,report,health,stats} on %s (port %d), %d threads, %d store handles",
+              c->base, cfg->listen, c->port, threads, pool);
+    *out = c;
+    return 0;
+fail:
+    pool_close(&c->pool);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->idle_cv);
+    pthread_mutex_destroy(&c->pool.mu);
+    pthread_cond_destroy(&c->pool.cv);
+    free(c->base);
+    free(c);
+    return -1;
+}
+
+int donto_coord_port(const donto_coord *c) { return c ? c->port : 0; }
+
+void donto_coord_stop(donto_coord *c, double drain_s) {
+    if (!c) return;
+    /* Stop accepting first, so that the drain below can end. */
+    MHD_socket ls = MHD_quiesce_daemon(c->d);
+    if (ls == MHD_INVALID_SOCKET) DLOG_WARN("coord: could not stop accepting; draining anyway");
+    struct timespec dl = deadline_after(drain_s);
+    pthread_mutex_lock(&c->mu);
+    while (c->inflight > 0)
+        if (pthread_cond_timedwait(&c->idle_cv, &c->mu, &dl) == ETIMEDOUT) break;
+    int left = c->inflight;
+    pthread_mutex_unlock(&c->mu);
+    if (left) DLOG_WARN("coord: stopping with %d request(s) still in flight after %.0f s", left, drain_s);
+    /* Closes idle keep-alive connections and joins MHD's threads; after it
+     * no handler runs, so the pool can go. */
+    MHD_stop_daemon(c->d);
+    if (ls != MHD_INVALID_SOCKET) close(ls);
+    pool_close(&c->pool);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->idle_cv);
+    pthread_mutex_destroy(&c->pool.mu);
+    pthread_cond_destroy(&c->pool.cv);
+    DLOG_INFO("coord: stopped");
+    free(c->base);
+    free(c);
+}

@@ -1,0 +1,1013 @@
+/* The coordinator end to end: donto_coord started in-process on 127.0.0.1
+ * (ephemeral port) and driven with libcurl, as the Python workers drive it.
+ * The same scenario runs over an in-memory fake store (which can also play
+ * a dead or slow database) and over the real SQLite store in a temp file.
+ * Every loop is bounded; nothing leaves the loopback interface. */
+#define _POSIX_C_SOURCE 200809L
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "check.h"
+#include "coord/protocol.h"
+#include "donto/coord.h"
+#include "donto/store.h"
+
+/* ---- a fake store ------------------------------------------------------------ */
+
+#define FAKE_ITEMS 64
+
+typedef struct {
+    int target;
+    char id[64], text[64], model[64];
+    int embedded;
+    char owner[64];
+    int64_t lease_id, expires;
+} fitem;
+
+typedef struct {
+    pthread_mutex_t mu;
+    fitem it[FAKE_ITEMS];
+    int n;
+    int64_t next_lease;
+    struct {
+        uint8_t hash[32];
+        donto_role role;
+        char name[32];
+        int revoked;
+    } tok[8];
+    int ntok;
+    int nreports;
+    char last_report[2048];
+    _Atomic int down;    /* every call fails and ping says unreachable */
+    _Atomic int slow_ms; /* lease sleeps this long (drain test) */
+} fakedb;
+
+typedef struct {
+    donto_store base;
+    fakedb *db;
+} fakeh;
+
+#define DB(s) (((fakeh *)(s))->db)
+
+static int f_migrate(donto_store *s, donto_err *e) { return DB(s)->down ? donto_seterr(e, "fake: down") : 0; }
+
+static int f_enqueue(donto_store *s, const donto_enqueue_item *items, size_t n, size_t *added, donto_err *e) {
+    fakedb *db = DB(s);
+    pthread_mutex_lock(&db->mu);
+    *added = 0;
+    for (size_t i = 0; i < n && db->n < FAKE_ITEMS; i++) {
+        fitem *f = &db->it[db->n++];
+        memset(f, 0, sizeof *f);
+        f->target = (int)items[i].target;
+        snprintf(f->id, sizeof f->id, "%s", items[i].item_id);
+        snprintf(f->text, sizeof f->text, "%s", items[i].text);
+        snprintf(f->model, sizeof f->model, "%s", items[i].model);
+        ++*added;
+    }
+    pthread_mutex_unlock(&db->mu);
+    (void)e;
+    return 0;
+}
+
+static int f_lease(donto_store *s, const char *w, int n, int target, int64_t now, int64_t ttl, donto_lease_batch *out,
+                   donto_err *e) {
+    fakedb *db = DB(s);
+    if (db->down) return donto_seterr(e, "fake: down");
+    if (db->slow_ms) nanosleep(&(struct timespec){0, (long)db->slow_ms * 1000000L}, NULL);
+    pthread_mutex_lock(&db->mu);
+    out->items = calloc(FAKE_ITEMS, sizeof *out->items);
+    out->n = 0;
+    for (int i = 0; i < db->n && (int)out->n < n; i++) {
+        fitem *f = &db->it[i];
+        if (f->embedded || (target >= 0 && f->target != target) || (f->owner[0] && f->expires > now)) continue;
+        snprintf(f->owner, sizeof f->owner, "%s", w);
+        f->lease_id = ++db->next_lease;
+        f->expires = now + ttl;
+        donto_leased_item *li = &out->items[out->n++];
+        li->target = (donto_target)f->target;
+        li->item_id = strdup(f->id);
+        li->text = strdup(f->text);
+        li->model = strdup(f->model);
+        li->lease_id = f->lease_id;
+    }
+    pthread_mutex_unlock(&db->mu);
+    return 0;
+}
+
+static fitem *f_find(fakedb *db, int target, const char *id) {
+    for (int i = 0; i < db->n; i++)
+        if (db->it[i].target == target && !strcmp(db->it[i].id, id)) return &db->it[i];
+    return NULL;
+}
+
+static int f_submit(donto_store *s, const char *w, const donto_submit_item *items, size_t n, int64_t now,
+                    donto_submit_result *res, donto_err *e) {
+    fakedb *db = DB(s);
+    if (db->down) return donto_seterr(e, "fake: down");
+    pthread_mutex_lock(&db->mu);
+    res->upserted = 0;
+    for (size_t i = 0; i < n; i++) {
+        fitem *f = f_find(db, (int)items[i].target, items[i].item_id);
+        donto_reject r = DONTO_REJECT_NONE;
+        if (!f || f->embedded) r = DONTO_REJECT_UNKNOWN_ITEM;
+        else if (strcmp(f->owner, w)) r = DONTO_REJECT_NOT_LEASED;
+        else if (items[i].lease_id && items[i].lease_id != f->lease_id) r = DONTO_REJECT_LEASE_EXPIRED;
+        else if (items[i].dims != 384 || !items[i].vector) r = DONTO_REJECT_WRONG_MODEL;
+        res->reject[i] = r;
+        if (r == DONTO_REJECT_NONE) f->embedded = 1, res->upserted++;
+    }
+    pthread_mutex_unlock(&db->mu);
+    (void)now;
+    return 0;
+}
+
+static int f_release(donto_store *s, const char *w, const donto_submit_item *items, size_t n, size_t *released,
+                     donto_err *e) {
+    fakedb *db = DB(s);
+    if (db->down) return donto_seterr(e, "fake: down");
+    pthread_mutex_lock(&db->mu);
+    *released = 0;
+    for (size_t i = 0; i < n; i++) {
+        fitem *f = f_find(db, (int)items[i].target, items[i].item_id);
+        if (!f || f->embedded || strcmp(f->owner, w) || (items[i].lease_id && items[i].lease_id != f->lease_id))
+            continue;
+        f->owner[0] = 0;
+        f->expires = 0;
+        ++*released;
+    }
+    pthread_mutex_unlock(&db->mu);
+    return 0;
+}
+
+static int f_report(donto_store *s, const char *w, const char *kind, const char *msg, int64_t now, donto_err *e) {
+    fakedb *db = DB(s);
+    if (db->down) return donto_seterr(e, "fake: down");
+    pthread_mutex_lock(&db->mu);
+    db->nreports++;
+    snprintf(db->last_report, sizeof db->last_report, "%s", msg);
+    pthread_mutex_unlock(&db->mu);
+    (void)w, (void)kind, (void)now;
+    return 0;
+}
+
+static int f_stats(donto_store *s, int64_t now, donto_target_stats out[DONTO_TARGET_N], donto_err *e) {
+    fakedb *db = DB(s);
+    if (db->down) return donto_seterr(e, "fake: down");
+    pthread_mutex_lock(&db->mu);
+    memset(out, 0, sizeof(donto_target_stats) * DONTO_TARGET_N);
+    for (int i = 0; i < db->n; i++) {
+        fitem *f = &db->it[i];
+        donto_target_stats *t = &out[f->target];
+        if (f->embedded) t->embedded++;
+        else if (f->owner[0] && f->expires > now) t->leased++;
+        else t->pending++;
+        t->total++;
+    }
+    pthread_mutex_unlock(&db->mu);
+    return 0;
+}
+
+static int f_token_add(donto_store *s, const char *name, donto_role role, const uint8_t hash[32], int64_t now,
+                       donto_err *e) {
+    fakedb *db = DB(s);
+    if (db->ntok == 8) return donto_seterr(e, "fake: full");
+    memcpy(db->tok[db->ntok].hash, hash, 32);
+    db->tok[db->ntok].role = role;
+    snprintf(db->tok[db->ntok].name, sizeof db->tok[0].name, "%s", name);
+    db->tok[db->ntok++].revoked = 0;
+    (void)now;
+    return 0;
+}
+
+/* Hashes compared in constant time, as a real lookup should not leak how
+ * many leading bytes of a presented hash matched. */
+static int f_token_check(donto_store *s, const uint8_t hash[32], int *found, donto_role *role, char *name,
+                         size_t cap, donto_err *e) {
+    fakedb *db = DB(s);
+    if (db->down) return donto_seterr(e, "fake: down");
+    *found = 0;
+    for (int i = 0; i < db->ntok; i++)
+        if (!CRYPTO_memcmp(db->tok[i].hash, hash, 32) && !db->tok[i].revoked) {
+            *found = 1;
+            *role = db->tok[i].role;
+            snprintf(name, cap, "%s", db->tok[i].name);
+        }
+    return 0;
+}
+
+static int f_token_revoke(donto_store *s, const char *name, int *revoked, donto_err *e) {
+    fakedb *db = DB(s);
+    *revoked = 0;
+    for (int i = 0; i < db->ntok; i++)
+        if (!strcmp(db->tok[i].name, name) && !db->tok[i].revoked) db->tok[i].revoked = 1, *revoked = 1;
+    (void)e;
+    return 0;
+}
+
+static int f_ping(donto_store *s, donto_err *e) { return DB(s)->down ? donto_seterr(e, "fake: unreachable") : 0; }
+
+static void f_close(donto_store *s) { free(s); }
+
+/* embedded_since, contributors, reports_recent, token_list left NULL: the
+ * server must treat them as optional. */
+static const donto_store_ops fake_ops = {
+    .migrate = f_migrate,
+    .enqueue = f_enqueue,
+    .lease = f_lease,
+    .submit = f_submit,
+    .release = f_release,
+    .report = f_report,
+    .stats = f_stats,
+    .token_add = f_token_add,
+    .token_check = f_token_check,
+    .token_revoke = f_token_revoke,
+    .ping = f_ping,
+    .close = f_close,
+};
+
+static int open_fake(void *ctx, donto_store **out, donto_err *err) {
+    fakeh *h = calloc(1, sizeof *h);
+    if (!h) return donto_seterr(err, "oom");
+    h->base.ops = &fake_ops;
+    h->db = ctx;
+    *out = &h->base;
+    return 0;
+}
+
+static int open_url(void *ctx, donto_store **out, donto_err *err) { return donto_store_open(ctx, out, err); }
+
+/* ---- HTTP client ------------------------------------------------------------------ */
+
+static int g_port;
+static const char *g_base = "/embed";
+
+typedef struct {
+    char *p;
+    size_t n;
+} buf;
+
+static size_t on_data(char *d, size_t sz, size_t nm, void *u) {
+    buf *b = u;
+    size_t n = sz * nm;
+    char *q = realloc(b->p, b->n + n + 1);
+    if (!q) return 0;
+    memcpy(q + b->n, d, n);
+    b->p = q;
+    b->n += n;
+    b->p[b->n] = 0;
+    return n;
+}
+
+typedef struct {
+    const char *data;
+    size_t len, off;
+} upload;
+
+static size_t on_read(char *d, size_t sz, size_t nm, void *u) {
+    upload *up = u;
+    size_t n = sz * nm;
+    if (n > up->len - up->off) n = up->len - up->off;
+    memcpy(d, up->data + up->off, n);
+    up->off += n;
+    return n;
+}
+
+/* One request; returns the status (0 on transport failure) and the parsed
+ * JSON body in *out (NULL when not JSON). chunked: send the body without
+ * Content-Length. */
+static long http_ex(const char *method, const char *path, const char *token, const char *body, size_t len,
+                    int chunked, json_t **out) {
+    CURL *c = curl_easy_init();
+    char url[256], auth[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s%s", g_port, g_base, path);
+    struct curl_slist *h = NULL;
+    h = curl_slist_append(h, "Content-Type: application/json");
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        h = curl_slist_append(h, auth);
+    }
+    upload up = {body, len, 0};
+    if (chunked) h = curl_slist_append(h, "Transfer-Encoding: chunked");
+    buf b = {NULL, 0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "curl/8.5.0");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    if (!strcmp(method, "POST")) {
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        if (chunked) {
+            curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+            curl_easy_setopt(c, CURLOPT_READDATA, &up);
+        } else {
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? len : 0));
+        }
+    } else if (strcmp(method, "GET")) {
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    }
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (out) *out = b.p ? json_loads(b.p, 0, NULL) : NULL;
+    free(b.p);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+static long http(const char *method, const char *path, const char *token, const char *body, json_t **out) {
+    return http_ex(method, path, token, body, body ? strlen(body) : 0, 0, out);
+}
+
+static const char *jstr(json_t *o, const char *k) {
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+/* An error answer: the status and {"error": code, "message": ...}. */
+#define CHECK_ERR(st, j, want_status, want_code)                                                         \
+    do {                                                                                                 \
+        CHECK((st) == (want_status), "status %ld, want %d", (long)(st), (want_status));                  \
+        CHECK(json_is_string(json_object_get((j), "message")), "no message");                            \
+        CHECK(!strcmp(jstr((j), "error"), (want_code)), "error '%s', want '%s'", jstr((j), "error"),     \
+              (want_code));                                                                              \
+    } while (0)
+
+/* ---- scenario helpers ---------------------------------------------------------------- */
+
+static void hash_of(const char *tok, uint8_t h[32]) {
+    unsigned int hl;
+    EVP_Digest(tok, strlen(tok), h, &hl, EVP_sha256(), NULL);
+}
+
+static void unit(float *v, size_t n, unsigned seed) {
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        v[i] = (float)((int)(seed >> 16 & 0x7fff) - 16384) / 16384.0f;
+        ss += (double)v[i] * v[i];
+    }
+    for (size_t i = 0; i < n; i++) v[i] = (float)(v[i] / sqrt(ss));
+}
+
+static json_t *vec_json(unsigned seed, size_t n, double scale) {
+    float v[1024];
+    unit(v, n, seed);
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_real(v[i] * scale));
+    return a;
+}
+
+static json_t *vec_b64(unsigned seed, size_t n, float poison) {
+    float v[1024];
+    unit(v, n, seed);
+    if (poison != 0) v[3] = poison;
+    char *s = donto_proto_f32_b64(v, n);
+    json_t *j = json_string(s);
+    free(s);
+    return j;
+}
+
+static char *dumps(json_t *j) {
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return s;
+}
+
+static int64_t embedded_total(donto_store *s) {
+    donto_target_stats st[DONTO_TARGET_N];
+    donto_err e;
+    if (s->ops->stats(s, INT64_MAX / 2, st, &e)) return -1;
+    int64_t n = 0;
+    for (int t = 0; t < DONTO_TARGET_N; t++) n += st[t].embedded;
+    return n;
+}
+
+static int64_t g_clock_ms = 1700000000000LL;
+static int64_t test_clock(void *ctx) {
+    (void)ctx;
+    return __atomic_load_n(&g_clock_ms, __ATOMIC_SEQ_CST);
+}
+
+/* Start a coordinator on an ephemeral loopback port. */
+static donto_coord *start(int (*open)(void *, donto_store **, donto_err *), void *ctx, int threads, int pool,
+                          size_t max_body) {
+    donto_coord_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.listen = "127.0.0.1:0";
+    cfg.threads = threads;
+    cfg.pool = pool;
+    cfg.max_body = max_body;
+    cfg.open_store = open;
+    cfg.open_ctx = ctx;
+    cfg.now_ms = test_clock;
+    cfg.lease_ttl_ms = 60000;
+    cfg.pool_wait_s = 5;
+    cfg.version = "test";
+    donto_coord *c = NULL;
+    donto_err e = {{0}};
+    CHECK(donto_coord_start(&cfg, &c, &e) == 0, "start: %s", e.msg);
+    g_port = donto_coord_port(c);
+    CHECK(g_port > 0, "port %d", g_port);
+    return c;
+}
+
+/* ---- the scenario every store must pass -------------------------------------------- */
+
+static const char *TOK_W = "contributor-token-0123456789";
+static const char *TOK_A = "admin-token-abcdef";
+static const char *TOK_R = "revoked-token-xyz";
+
+static void seed(donto_store *s) {
+    donto_err e = {{0}};
+    static const char *ids[] = {"c1", "c2", "c3", "c4", "c5"};
+    donto_enqueue_item q[6];
+    for (int i = 0; i < 5; i++)
+        q[i] = (donto_enqueue_item){DONTO_TARGET_CLAIM, ids[i], "some claim text", "BAAI/bge-small-en-v1.5"};
+    q[5] = (donto_enqueue_item){DONTO_TARGET_ENTITY, "http://ex.org/e1", "an entity", "BAAI/bge-small-en-v1.5"};
+    size_t added = 0;
+    CHECK(s->ops->enqueue(s, q, 6, &added, &e) == 0 && added == 6, "enqueue: %s (%zu)", e.msg, added);
+    uint8_t h[32];
+    hash_of(TOK_W, h);
+    CHECK(s->ops->token_add(s, "worker", DONTO_ROLE_CONTRIBUTOR, h, g_clock_ms, &e) == 0, "%s", e.msg);
+    hash_of(TOK_A, h);
+    CHECK(s->ops->token_add(s, "admin", DONTO_ROLE_ADMIN, h, g_clock_ms, &e) == 0, "%s", e.msg);
+    hash_of(TOK_R, h);
+    CHECK(s->ops->token_add(s, "gone", DONTO_ROLE_ADMIN, h, g_clock_ms, &e) == 0, "%s", e.msg);
+    int rv = 0;
+    CHECK(s->ops->token_revoke(s, "gone", &rv, &e) == 0 && rv == 1, "revoke: %s", e.msg);
+}
+
+/* s: a handle of its own onto the same database, to look at it directly. */
+static void scenario(donto_store *s, const char *label) {
+    fprintf(stderr, "-- scenario on %s\n", label);
+    json_t *j = NULL;
+    long st;
+
+    /* Health: no token. */
+    st = http("GET", "/health", NULL, NULL, &j);
+    CHECK(st == 200 && json_is_true(json_object_get(j, "ok")) && json_is_true(json_object_get(j, "database")) &&
+              !strcmp(jstr(j, "version"), "test"),
+          "health %ld", st);
+    json_decref(j);
+
+    /* Tokens. */
+    const char *lease1 = "{\"worker_id\": \"w1\", \"n\": 2, \"target\": \"claim\"}";
+    st = http("POST", "/lease", NULL, lease1, &j);
+    CHECK_ERR(st, j, 401, "unauthorized");
+    json_decref(j);
+    st = http("POST", "/lease", "not-a-known-token", lease1, &j);
+    CHECK_ERR(st, j, 401, "unauthorized");
+    json_decref(j);
+    st = http("POST", "/lease", TOK_R, lease1, &j);
+    CHECK_ERR(st, j, 401, "unauthorized");
+    json_decref(j);
+    st = http("GET", "/stats", TOK_W, NULL, &j);
+    CHECK_ERR(st, j, 403, "forbidden");
+    json_decref(j);
+    st = http("GET", "/stats", NULL, NULL, &j);
+    CHECK_ERR(st, j, 401, "unauthorized");
+    json_decref(j);
+
+    /* Routes and methods. */
+    st = http("GET", "/nope", TOK_W, NULL, &j);
+    CHECK_ERR(st, j, 404, "not_found");
+    json_decref(j);
+    st = http("GET", "/lease", TOK_W, NULL, &j);
+    CHECK_ERR(st, j, 405, "method_not_allowed");
+    json_decref(j);
+    st = http("POST", "/health", NULL, "{}", &j);
+    CHECK_ERR(st, j, 405, "method_not_allowed");
+    json_decref(j);
+    st = http("DELETE", "/submit", TOK_W, NULL, &j);
+    CHECK_ERR(st, j, 405, "method_not_allowed");
+    json_decref(j);
+
+    /* The legacy flow: lease two claims, submit float arrays without lease_id. */
+    st = http("POST", "/lease", TOK_W, lease1, &j);
+    json_t *batch = json_object_get(j, "batch");
+    CHECK(st == 200 && json_array_size(batch) == 2, "lease %ld size %zu", st, json_array_size(batch));
+    json_t *items = json_array();
+    for (size_t i = 0; i < json_array_size(batch) && i < 2; i++) {
+        json_t *it = json_array_get(batch, i);
+        CHECK(!strcmp(jstr(it, "target"), "claim") && !strcmp(jstr(it, "model"), "BAAI/bge-small-en-v1.5") &&
+                  !strcmp(jstr(it, "text"), "some claim text") && json_integer_value(json_object_get(it, "lease_id")) > 0,
+              "lease item %zu", i);
+        json_array_append_new(items, json_pack("{s:s, s:O, s:o}", "target", "claim", "item_id",
+                                                json_object_get(it, "item_id"), "vector", vec_json((unsigned)i + 1, 384, 1.0)));
+    }
+    json_decref(j);
+    int64_t before = embedded_total(s);
+    char *body = dumps(json_pack("{s:s, s:o}", "worker_id", "w1", "items", items));
+    st = http("POST", "/submit", TOK_W, body, &j);
+    free(body);
+    CHECK(st == 200 && json_integer_value(json_object_get(j, "upserted")) == 2 && !json_object_get(j, "rejected"),
+          "legacy submit %ld", st);
+    json_decref(j);
+    CHECK_EQ_INT(embedded_total(s), before + 2);
+
+    /* vector_b64 with lease_id, and per-item rejections in one batch. */
+    before = embedded_total(s);
+    st = http("POST", "/lease", TOK_W, "{\"worker_id\": \"w2\", \"n\": 3, \"target\": null}", &j);
+    batch = json_object_get(j, "batch");
+    CHECK(st == 200 && json_array_size(batch) == 3, "lease2 %ld %zu", st, json_array_size(batch));
+    items = json_array();
+    for (size_t i = 0; i < json_array_size(batch); i++) {
+        json_t *it = json_array_get(batch, i);
+        json_t *vec;
+        const char *key = "vector_b64";
+        if (i == 0) vec = vec_b64(10, 384, 0);              /* good */
+        else if (i == 1) vec = vec_b64(11, 384, NAN);       /* NaN */
+        else key = "vector", vec = vec_json(12, 384, 2.0);  /* norm 2 */
+        json_array_append_new(items, json_pack("{s:O, s:O, s:O, s:o}", "target", json_object_get(it, "target"),
+                                                "item_id", json_object_get(it, "item_id"), "lease_id",
+                                                json_object_get(it, "lease_id"), key, vec));
+    }
+    json_decref(j);
+    body = dumps(json_pack("{s:s, s:o}", "worker_id", "w2", "items", items));
+    st = http("POST", "/submit", TOK_W, body, &j);
+    free(body);
+    json_t *rej = json_object_get(j, "rejected");
+    CHECK(st == 200 && json_integer_value(json_object_get(j, "upserted")) == 1 && json_array_size(rej) == 2,
+          "mixed submit %ld", st);
+    CHECK(!strcmp(jstr(json_array_get(rej, 0), "reason"), "non_finite"), "reason0 %s", jstr(json_array_get(rej, 0), "reason"));
+    CHECK(!strcmp(jstr(json_array_get(rej, 1), "reason"), "not_unit_norm"), "reason1");
+    json_decref(j);
+    CHECK_EQ_INT(embedded_total(s), before + 1);
+    before = embedded_total(s);
+
+    /* Store verdicts: a stale lease_id and an item this worker never leased. */
+    json_t *v = vec_b64(20, 384, 0);
+    body = dumps(json_pack("{s:s, s:[{s:s, s:s, s:O}]}", "worker_id", "w1", "items", "target", "claim", "item_id",
+                           "zzz-unknown", "vector_b64", v));
+    st = http("POST", "/submit", TOK_W, body, &j);
+    free(body);
+    rej = json_object_get(j, "rejected");
+    CHECK(st == 200 && json_integer_value(json_object_get(j, "upserted")) == 0 && json_array_size(rej) == 1,
+          "unknown item %ld", st);
+    CHECK(!strcmp(jstr(json_array_get(rej, 0), "item_id"), "zzz-unknown"), "echo");
+    json_decref(j);
+    json_decref(v);
+    CHECK_EQ_INT(embedded_total(s), before);
+
+    /* Bad inputs: each gets its 4xx and changes nothing. */
+    struct {
+        const char *path, *body;
+        int status;
+        const char *code;
+    } bad[] = {
+        {"/lease", "{\"worker_id\": \"w1\", \"n\": 0}", 400, "bad_request"},
+        {"/lease", "{\"worker_id\": \"w1\", \"n\": \"3\"}", 400, "bad_request"},
+        {"/lease", "{\"worker_id\": \"w1\", \"n\": 3, \"target\": \"bogus\"}", 400, "bad_request"},
+        {"/lease", "{\"worker_id\": \"w1\", \"n\": 3", 400, "bad_request"},
+        {"/lease", "", 400, "bad_request"},
+        {"/submit", "{\"worker_id\": \"w1\", \"items\": [{\"target\": \"claim\", \"item_id\": \"c5\", \"vector\": [1e999]}]}",
+         400, "bad_request"},
+        {"/submit", "{\"worker_id\": \"w1\", \"items\": [{\"target\": \"claim\", \"item_id\": \"c5\"}]}", 400,
+         "bad_request"},
+        {"/submit", "{\"worker_id\": \"w1\", \"items\": \"none\"}", 400, "bad_request"},
+        {"/submit", "not json at all", 400, "bad_request"},
+        {"/release", "{\"worker_id\": \"w1\", \"items\": [{\"item_id\": \"c5\"}]}", 400, "bad_request"},
+        {"/report", "{\"worker_id\": \"w1\", \"kind\": 3, \"message\": \"m\"}", 400, "bad_request"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        st = http("POST", bad[i].path, TOK_W, bad[i].body, &j);
+        CHECK_ERR(st, j, bad[i].status, bad[i].code);
+        json_decref(j);
+    }
+    CHECK_EQ_INT(embedded_total(s), before);
+
+    /* 10,000-element vector: per-item wrong_dims, nothing stored. */
+    json_t *big = json_array();
+    for (int i = 0; i < 10000; i++) json_array_append_new(big, json_real(i == 0 ? 1.0 : 0.0));
+    body = dumps(json_pack("{s:s, s:[{s:s, s:s, s:o}]}", "worker_id", "w1", "items", "target", "claim", "item_id",
+                           "c5", "vector", big));
+    st = http("POST", "/submit", TOK_W, body, &j);
+    free(body);
+    rej = json_object_get(j, "rejected");
+    CHECK(st == 200 && json_array_size(rej) == 1 && !strcmp(jstr(json_array_get(rej, 0), "reason"), "wrong_dims"),
+          "10k vector %ld", st);
+    json_decref(j);
+    CHECK_EQ_INT(embedded_total(s), before);
+
+    /* Let every lease expire: the items rejected above become ready again,
+     * so at least the two claims never embedded are there to lease. */
+    __atomic_add_fetch(&g_clock_ms, 120000, __ATOMIC_SEQ_CST);
+    /* A Python worker's json.dumps writes NaN for a NaN component: that item
+     * is rejected (non_finite), the body is not refused. */
+    body = dumps(json_pack("{s:s, s:[{s:s, s:s, s:o}]}", "worker_id", "w1", "items", "target", "claim", "item_id",
+                           "c5", "vector", vec_json(30, 384, 1.0)));
+    char *num = strstr(body, "\"vector\":[") + 10, *comma = strchr(num, ',');
+    char *nanbody = malloc(strlen(body) + 8);
+    sprintf(nanbody, "%.*sNaN%s", (int)(num - body), body, comma);
+    free(body);
+    st = http("POST", "/submit", TOK_W, nanbody, &j);
+    free(nanbody);
+    rej = json_object_get(j, "rejected");
+    CHECK(st == 200 && json_array_size(rej) == 1 && !strcmp(jstr(json_array_get(rej, 0), "reason"), "non_finite"),
+          "python NaN %ld", st);
+    json_decref(j);
+    CHECK_EQ_INT(embedded_total(s), before);
+
+    /* Lease n over the cap: capped, not refused. */
+    st = http("POST", "/lease", TOK_W, "{\"worker_id\": \"w3\", \"n\": 5000, \"target\": \"claim\"}", &j);
+    batch = json_object_get(j, "batch");
+    size_t got = json_array_size(batch);
+    CHECK(st == 200 && got >= 2 && got <= 1024, "capped lease %ld, %zu items", st, got);
+    /* Release them all: they become ready again. */
+    items = json_array();
+    for (size_t i = 0; i < got; i++) {
+        json_t *it = json_array_get(batch, i);
+        json_array_append_new(items, json_pack("{s:O, s:O, s:O}", "target", json_object_get(it, "target"), "item_id",
+                                                json_object_get(it, "item_id"), "lease_id", json_object_get(it, "lease_id")));
+    }
+    json_decref(j);
+    body = dumps(json_pack("{s:s, s:o}", "worker_id", "w3", "items", items));
+    st = http("POST", "/release", TOK_W, body, &j);
+    free(body);
+    CHECK(st == 200 && (size_t)json_integer_value(json_object_get(j, "released")) == got, "release %ld", st);
+    json_decref(j);
+    st = http("POST", "/lease", TOK_W, "{\"worker_id\": \"w4\", \"n\": 100, \"target\": \"claim\"}", &j);
+    CHECK(st == 200 && json_array_size(json_object_get(j, "batch")) == got, "re-lease after release");
+    json_decref(j);
+    /* Nothing ready now: an empty batch, not an error. */
+    st = http("POST", "/lease", TOK_W, "{\"worker_id\": \"w4\", \"n\": 10, \"target\": \"claim\"}", &j);
+    CHECK(st == 200 && json_is_array(json_object_get(j, "batch")) && json_array_size(json_object_get(j, "batch")) == 0,
+          "empty batch");
+    json_decref(j);
+
+    /* Report: 200 {"ok": true}. */
+    char msg[5000];
+    memset(msg, 'x', 3000);
+    msg[3000] = 0;
+    body = dumps(json_pack("{s:s, s:s, s:s}", "worker_id", "w1", "kind", "crash", "message", msg));
+    st = http("POST", "/report", TOK_W, body, &j);
+    free(body);
+    CHECK(st == 200 && json_is_true(json_object_get(j, "ok")), "report %ld", st);
+    json_decref(j);
+
+    /* Stats for an admin. */
+    st = http("GET", "/stats", TOK_A, NULL, &j);
+    json_t *cl = json_object_get(j, "claim");
+    CHECK(st == 200 && json_integer_value(json_object_get(cl, "embedded")) >= 2 &&
+              json_integer_value(json_object_get(cl, "total")) == 5 && json_object_get(j, "entity") &&
+              json_object_get(j, "predicate") && json_object_get(j, "memory_chunk"),
+          "stats %ld", st);
+    json_decref(j);
+}
+
+/* ---- fake-only checks: limits, dead database, concurrency, drain ---------------------- */
+
+static void test_limits(fakedb *db) {
+    donto_coord *c = start(open_fake, db, 2, 2, 64 * 1024);
+    json_t *j;
+    size_t n = 100 * 1024;
+    char *big = malloc(n + 1);
+    memset(big, ' ', n);
+    memcpy(big, "{\"worker_id\": \"w\", \"n\": 1}", 26);
+    big[n] = 0;
+    long st = http("POST", "/lease", TOK_W, big, &j);
+    CHECK_ERR(st, j, 413, "payload_too_large");
+    json_decref(j);
+    /* Same without Content-Length (chunked): the limit holds while reading. */
+    st = http_ex("POST", "/lease", TOK_W, big, n, 1, &j);
+    CHECK_ERR(st, j, 413, "payload_too_large");
+    json_decref(j);
+    /* Just under the limit is parsed (trailing spaces are valid JSON). */
+    st = http_ex("POST", "/lease", TOK_W, big, 60 * 1024, 1, &j);
+    CHECK(st == 200, "under the limit, chunked: %ld", st);
+    json_decref(j);
+    free(big);
+    donto_coord_stop(c, 5);
+}
+
+static void test_down(fakedb *db) {
+    donto_coord *c = start(open_fake, db, 2, 2, 0);
+    db->down = 1;
+    json_t *j;
+    long st = http("GET", "/health", NULL, NULL, &j);
+    CHECK(st == 503 && json_is_false(json_object_get(j, "database")) && json_is_false(json_object_get(j, "ok")),
+          "health down %ld", st);
+    json_decref(j);
+    st = http("POST", "/lease", TOK_W, "{\"worker_id\": \"w\", \"n\": 1}", &j);
+    CHECK_ERR(st, j, 503, "database_unavailable");
+    json_decref(j);
+    db->down = 0;
+    st = http("GET", "/health", NULL, NULL, &j);
+    CHECK(st == 200, "health back %ld", st);
+    json_decref(j);
+    donto_coord_stop(c, 5);
+}
+
+typedef struct {
+    int n_ok, n_req;
+} hammer_res;
+
+static void *hammer(void *arg) {
+    hammer_res *r = arg;
+    for (int i = 0; i < r->n_req; i++) {
+        json_t *j;
+        long st = i % 3 == 2 ? http("GET", "/stats", TOK_A, NULL, &j)
+                             : http("POST", "/lease", TOK_W, "{\"worker_id\": \"h\", \"n\": 1}", &j);
+        r->n_ok += st == 200;
+        json_decref(j);
+    }
+    return NULL;
+}
+
+/* More threads than store handles: requests queue for the one handle and
+ * all finish (no request ever holds one handle while waiting for another). */
+static void test_concurrency(fakedb *db) {
+    donto_coord *c = start(open_fake, db, 4, 1, 0);
+    enum { T = 8, N = 15 };
+    pthread_t th[T];
+    hammer_res r[T];
+    for (int i = 0; i < T; i++) r[i] = (hammer_res){0, N}, pthread_create(&th[i], NULL, hammer, &r[i]);
+    int ok = 0;
+    for (int i = 0; i < T; i++) pthread_join(th[i], NULL), ok += r[i].n_ok;
+    CHECK_EQ_INT(ok, T * N);
+    donto_coord_stop(c, 5);
+}
+
+static void *slow_lease(void *arg) {
+    long *st = arg;
+    json_t *j = NULL;
+    *st = http("POST", "/lease", TOK_W, "{\"worker_id\": \"slow\", \"n\": 1}", &j);
+    json_decref(j);
+    return NULL;
+}
+
+/* Stop while a request is in flight: it still gets its answer, and a new
+ * connection afterwards is refused. */
+static void test_drain(fakedb *db) {
+    donto_coord *c = start(open_fake, db, 2, 2, 0);
+    db->slow_ms = 600;
+    long st = 0;
+    pthread_t th;
+    pthread_create(&th, NULL, slow_lease, &st);
+    nanosleep(&(struct timespec){0, 200 * 1000000L}, NULL);
+    double t0 = donto_now();
+    donto_coord_stop(c, 10);
+    double took = donto_now() - t0;
+    pthread_join(th, NULL);
+    db->slow_ms = 0;
+    CHECK(st == 200, "in-flight request answered during drain: %ld", st);
+    CHECK(took < 5, "drain took %.1f s", took);
+    json_t *j = NULL;
+    st = http("GET", "/health", NULL, NULL, &j);
+    CHECK(st == 0, "still accepting after stop: %ld", st);
+    json_decref(j);
+}
+
+static void test_base(fakedb *db) {
+    donto_coord_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.listen = "127.0.0.1:0";
+    cfg.threads = 1;
+    cfg.base = "/api/v2/";
+    cfg.open_store = open_fake;
+    cfg.open_ctx = db;
+    donto_coord *c = NULL;
+    donto_err e = {{0}};
+    CHECK(donto_coord_start(&cfg, &c, &e) == 0, "%s", e.msg);
+    g_port = donto_coord_port(c);
+    g_base = "/api/v2";
+    json_t *j;
+    CHECK(http("GET", "/health", NULL, NULL, &j) == 200, "custom base");
+    json_decref(j);
+    g_base = "/embed";
+    CHECK(http("GET", "/health", NULL, NULL, &j) == 404, "old base gone");
+    json_decref(j);
+    donto_coord_stop(c, 5);
+    /* Bad listen addresses fail cleanly. */
+    const char *badl[] = {"127.0.0.1", "127.0.0.1:99999", ":80", "[::1:80", "127.0.0.1:8x", ""};
+    for (size_t i = 0; i < sizeof badl / sizeof badl[0]; i++) {
+        cfg.listen = badl[i];
+        c = NULL;
+        CHECK(donto_coord_start(&cfg, &c, &e) == -1 && c == NULL, "listen '%s' accepted", badl[i]);
+    }
+}
+
+/* ---- the command line: migrate, token add/revoke, serve + SIGTERM ------------------ */
+
+extern char **environ;
+
+/* Spawn argv with stdout (fd 1) or stderr (fd 2) on a pipe; returns the pid. */
+static pid_t spawn_piped(char *const argv[], int which_fd, int *rd) {
+    int p[2];
+    if (pipe(p)) return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, p[1], which_fd);
+    posix_spawn_file_actions_addclose(&fa, p[0]);
+    posix_spawn_file_actions_addclose(&fa, p[1]);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(p[1]);
+    if (rc) {
+        close(p[0]);
+        return -1;
+    }
+    *rd = p[0];
+    return pid;
+}
+
+/* Read from fd into out (NUL-terminated) until EOF, cap, or timeout_s. */
+static size_t read_some(int fd, char *out, size_t cap, size_t have, double timeout_s, const char *until) {
+    double end = donto_now() + timeout_s;
+    while (have + 1 < cap && donto_now() < end) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 100) <= 0) continue;
+        ssize_t n = read(fd, out + have, cap - 1 - have);
+        if (n <= 0) break;
+        have += (size_t)n;
+        out[have] = 0;
+        if (until && strstr(out, until)) break;
+    }
+    out[have] = 0;
+    return have;
+}
+
+/* Exit status of pid, waiting at most timeout_s (then SIGKILL: -1). */
+static int wait_exit(pid_t pid, double timeout_s) {
+    double end = donto_now() + timeout_s;
+    int st;
+    while (donto_now() < end) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+static int run_out(char *const argv[], char *out, size_t cap) {
+    int fd;
+    pid_t pid = spawn_piped(argv, 1, &fd);
+    if (pid < 0) return -1;
+    read_some(fd, out, cap, 0, 30, NULL);
+    close(fd);
+    return wait_exit(pid, 30);
+}
+
+static void test_cli(void) {
+    const char *bd = getenv("DONTO_BUILD_DIR");
+    if (!bd) {
+        fprintf(stderr, "-- DONTO_BUILD_DIR not set: command-line checks skipped\n");
+        return;
+    }
+    char exe[1024], dir[] = "/tmp/donto-coord-cli-XXXXXX", db[1100], out[4096], tok[128], adm[128];
+    snprintf(exe, sizeof exe, "%s/donto-embed", bd);
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    snprintf(db, sizeof db, "%s/q.db", dir);
+    char *mig[] = {exe, "migrate", "--db", db, NULL};
+    CHECK(run_out(mig, out, sizeof out) == 0, "migrate");
+    char *add[] = {exe, "token", "add", "alice", "--db", db, NULL};
+    CHECK(run_out(add, out, sizeof out) == 0 && strlen(out) == 65, "token add: '%s'", out);
+    snprintf(tok, sizeof tok, "%.64s", out);
+    char *adda[] = {exe, "token", "add", "ops", "--role", "admin", "--db", db, NULL};
+    CHECK(run_out(adda, out, sizeof out) == 0, "token add admin");
+    snprintf(adm, sizeof adm, "%.64s", out);
+    char *badrole[] = {exe, "token", "add", "x", "--role", "king", "--db", db, NULL};
+    CHECK(run_out(badrole, out, sizeof out) == 2, "bad role is a usage error");
+    char *list[] = {exe, "token", "list", "--db", db, NULL};
+    CHECK(run_out(list, out, sizeof out) == 0 && strstr(out, "alice") && strstr(out, "admin") && !strstr(out, tok),
+          "token list: %s", out);
+    char *help[] = {exe, "serve", "--help", NULL};
+    CHECK(run_out(help, out, sizeof out) == 0 && strstr(out, "--max-body"), "serve --help");
+
+    char *serve[] = {exe, "serve", "--db", db, "--listen", "127.0.0.1:0", "--threads", "2", "--pool", "2", NULL};
+    int fd;
+    pid_t pid = spawn_piped(serve, 2, &fd);
+    CHECK(pid > 0, "spawn serve");
+    if (pid <= 0) return;
+    char log[16384];
+    size_t have = read_some(fd, log, sizeof log, 0, 20, "store handles");
+    const char *p = strstr(log, "(port ");
+    g_port = p ? atoi(p + 6) : 0;
+    CHECK(g_port > 0, "serve did not say its port: %s", log);
+    if (g_port > 0) {
+        json_t *j;
+        CHECK(http("GET", "/health", NULL, NULL, &j) == 200, "cli health");
+        json_decref(j);
+        CHECK(http("POST", "/lease", tok, "{\"worker_id\": \"w\", \"n\": 4}", &j) == 200 &&
+                  json_array_size(json_object_get(j, "batch")) == 0,
+              "cli lease");
+        json_decref(j);
+        CHECK(http("GET", "/stats", adm, NULL, &j) == 200, "cli stats");
+        json_decref(j);
+        char *rev[] = {exe, "token", "revoke", "alice", "--db", db, NULL};
+        CHECK(run_out(rev, out, sizeof out) == 0, "token revoke");
+        CHECK(http("POST", "/lease", tok, "{\"worker_id\": \"w\", \"n\": 4}", &j) == 401, "revoked at once");
+        json_decref(j);
+    }
+    kill(pid, SIGTERM);
+    int rc = wait_exit(pid, 30);
+    read_some(fd, log, sizeof log, have, 2, NULL);
+    close(fd);
+    CHECK(rc == 0 && strstr(log, "stopped"), "serve after SIGTERM: rc %d, log:\n%s", rc, log);
+    char side[1200];
+    unlink(db);
+    snprintf(side, sizeof side, "%s-wal", db);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", db);
+    unlink(side);
+    rmdir(dir);
+}
+
+/* `test_coord pg`: the scenario over PostgreSQL at DONTO_TEST_PG_URL (run by
+ * scripts/pg-test-server, see tests/coord.cmake). */
+static int main_pg(void) {
+    const char *url = getenv("DONTO_TEST_PG_URL");
+    CHECK(url != NULL, "DONTO_TEST_PG_URL not set (run through scripts/pg-test-server)");
+    donto_store *s = NULL;
+    donto_err e = {{0}};
+    if (url && donto_store_open(url, &s, &e) == 0 && s->ops->migrate(s, &e) == 0) {
+        seed(s);
+        donto_coord *c = start(open_url, (void *)url, 4, 3, 0);
+        scenario(s, "postgres store");
+        donto_coord_stop(c, 5);
+    } else if (url) {
+        CHECK(0, "postgres store: %s", e.msg);
+    }
+    donto_store_close(s);
+    curl_global_cleanup();
+    return check_report("test_coord pg");
+}
+
+int main(int argc, char **argv) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    donto_log_set_level(DONTO_LOG_ERROR);
+    if (argc > 1 && !strcmp(argv[1], "pg")) return main_pg();
+
+    fakedb db;
+    memset(&db, 0, sizeof db);
+    pthread_mutex_init(&db.mu, NULL);
+    {
+        donto_store *s = NULL;
+        donto_err e;
+        open_fake(&db, &s, &e);
+        seed(s);
+        donto_coord *c = start(open_fake, &db, 2, 2, 0);
+        scenario(s, "fake store");
+        donto_coord_stop(c, 5);
+        s->ops->close(s);
+    }
+    test_limits(&db);
+    test_down(&db);
+    test_concurrency(&db);
+    test_drain(&db);
+    test_base(&db);
+
+    /* The real SQLite store, in a temp file shared by the pool's handles. */
+    char path[] = "/tmp/donto-coord-test-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    donto_store *s = NULL;
+    donto_err e = {{0}};
+    if (fd >= 0 && donto_store_open(path, &s, &e) == 0 && s->ops->migrate(s, &e) == 0) {
+        seed(s);
+        donto_coord *c = start(open_url, path, 2, 2, 0);
+        scenario(s, "sqlite store");
+        donto_coord_stop(c, 5);
+    } else {
+        CHECK(0, "sqlite store: %s", e.msg);
+    }
+    donto_store_close(s);
+    if (fd >= 0) {
+        char side[sizeof path + 8];
+        unlink(path);
+        snprintf(side, sizeof side, "%s-wal", path);
+        unlink(side);
+        snprintf(side, sizeof side, "%s-shm", path);
+        unlink(side);
+    }
+    test_cli();
+    pthread_mutex_destroy(&db.mu);
+    curl_global_cleanup();
+    return check_report("test_coord");
+}
