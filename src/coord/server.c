@@ -30,6 +30,8 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -41,6 +43,7 @@
 #include <microhttpd.h>
 #include <openssl/evp.h>
 
+#include "coord/admin.h"
 #include "coord/protocol.h"
 #include "donto/coord.h"
 
@@ -51,7 +54,7 @@
 /* Presented tokens longer than this are refused without hashing. */
 #define TOKEN_MAX 1024
 
-enum { R_NONE = -1, R_LEASE, R_SUBMIT, R_REPORT, R_RELEASE, R_HEALTH, R_STATS, R_N };
+enum { R_NONE = -1, R_LEASE, R_SUBMIT, R_REPORT, R_RELEASE, R_HEALTH, R_STATS, R_METRICS, R_ADMIN, R_N };
 
 static const struct {
     const char *path;
@@ -60,7 +63,12 @@ static const struct {
 } k_routes[R_N] = {
     [R_LEASE] = {"/lease", 1, 1},  [R_SUBMIT] = {"/submit", 1, 1}, [R_REPORT] = {"/report", 1, 1},
     [R_RELEASE] = {"/release", 1, 1}, [R_HEALTH] = {"/health", 0, 0}, [R_STATS] = {"/stats", 0, 2},
+    [R_METRICS] = {"/metrics", 0, 2}, [R_ADMIN] = {"/admin", 0, 0},
 };
+
+/* Statuses counted per route for /metrics (anything else: the last slot). */
+static const unsigned k_statuses[] = {200, 400, 401, 403, 404, 405, 413, 500, 503};
+#define N_STATUS (sizeof k_statuses / sizeof k_statuses[0] + 1)
 
 /* ---- the store pool -------------------------------------------------------- */
 
@@ -160,6 +168,8 @@ struct donto_coord {
     pthread_mutex_t mu;
     pthread_cond_t idle_cv;
     int inflight;
+    /* Answers queued, by route (R_N: no route) and status, for /metrics. */
+    _Atomic unsigned long long hits[R_N + 1][N_STATUS];
 };
 
 typedef struct {
@@ -174,7 +184,8 @@ typedef struct {
 
 typedef struct {
     unsigned status;
-    char *json; /* heap; NULL means out of memory (500) */
+    char *json;        /* heap body; NULL means out of memory (500) */
+    const char *ctype; /* NULL: application/json */
 } answer;
 
 static int64_t wall_ms(void *ctx) {
@@ -198,7 +209,7 @@ static answer errorf(unsigned status, const char *code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return (answer){status, donto_proto_error_response(code, msg)};
+    return (answer){status, donto_proto_error_response(code, msg), NULL};
 }
 
 /* A store call failed: 503 when the database is gone (the client should
@@ -213,7 +224,14 @@ static answer store_failure(donto_store *s, const char *what, const donto_err *e
     return errorf(500, "store_error", "%s failed in the database (details in the coordinator's log)", what);
 }
 
-static enum MHD_Result queue(struct MHD_Connection *conn, answer a, const char *allow) {
+static void count_hit(donto_coord *c, int route, unsigned status) {
+    size_t k = N_STATUS - 1;
+    for (size_t i = 0; i + 1 < N_STATUS; i++)
+        if (k_statuses[i] == status) k = i;
+    atomic_fetch_add_explicit(&c->hits[route < 0 || route >= R_N ? R_N : route][k], 1, memory_order_relaxed);
+}
+
+static enum MHD_Result queue(donto_coord *c, int route, struct MHD_Connection *conn, answer a, const char *allow) {
     static const char oom[] = "{\"error\":\"internal\",\"message\":\"out of memory\"}";
     struct MHD_Response *resp;
     if (a.json) {
@@ -223,8 +241,20 @@ static enum MHD_Result queue(struct MHD_Connection *conn, answer a, const char *
         a.status = 500;
         resp = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
     }
+    count_hit(c, route, a.status);
     if (!resp) return MHD_NO; /* MHD closes the connection */
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, a.json && a.ctype ? a.ctype : "application/json");
+    if (a.json && route == R_ADMIN) {
+        /* The admin page is inline HTML/CSS/JS that talks to this server
+         * only; worker-supplied text is put in with textContent, and the
+         * policy below is a second wall should that ever slip. */
+        MHD_add_response_header(resp, "Content-Security-Policy",
+                                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                                "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+                                "frame-ancestors 'none'");
+        MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+        MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
     if (a.status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
@@ -265,13 +295,13 @@ static enum MHD_Result on_headers(donto_coord *c, struct MHD_Connection *conn, c
     r->route = route_of(c, url);
     if (r->route == R_NONE) {
         r->answered = 1;
-        return queue(conn, errorf(404, "not_found", "no route %.200s", url ? url : ""), NULL);
+        return queue(c, r->route, conn, errorf(404, "not_found", "no route %.200s", url ? url : ""), NULL);
     }
     int post = k_routes[r->route].post;
     int ok = post ? !strcmp(method, "POST") : (!strcmp(method, "GET") || !strcmp(method, "HEAD"));
     if (!ok) {
         r->answered = 1;
-        return queue(conn,
+        return queue(c, r->route, conn,
                      errorf(405, "method_not_allowed", "%s%s takes %s", c->base, k_routes[r->route].path,
                             post ? "POST" : "GET"),
                      post ? "POST" : "GET, HEAD");
@@ -280,7 +310,7 @@ static enum MHD_Result on_headers(donto_coord *c, struct MHD_Connection *conn, c
         const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         if (bearer_hash(h, r->token_hash)) {
             r->answered = 1;
-            return queue(conn, errorf(401, "unauthorized", "%s", h ? "malformed bearer token" : "missing bearer token"),
+            return queue(c, r->route, conn, errorf(401, "unauthorized", "%s", h ? "malformed bearer token" : "missing bearer token"),
                          NULL);
         }
     }
@@ -291,7 +321,7 @@ static enum MHD_Result on_headers(donto_coord *c, struct MHD_Connection *conn, c
         unsigned long long v = strtoull(cl, &end, 10);
         if (errno || end == cl || v > c->max_body) {
             r->answered = 1;
-            return queue(conn,
+            return queue(c, r->route, conn,
                          errorf(413, "payload_too_large", "request body over the limit of %zu bytes", c->max_body),
                          NULL);
         }
@@ -347,7 +377,7 @@ static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
     donto_lease_batch b = {0};
     if (s->ops->lease(s, q.worker_id, q.n, q.target, c->now_ms(c->clock_ctx), c->ttl_ms, &b, &e))
         return store_failure(s, "lease", &e);
-    answer a = {200, donto_proto_lease_response(&b)};
+    answer a = {200, donto_proto_lease_response(&b), NULL};
     DLOG_DEBUG("coord: lease %s n=%d target=%s -> %zu", q.worker_id, q.n,
                q.target < 0 ? "any" : donto_proto_target_name(q.target), b.n);
     donto_lease_batch_free(&b);
@@ -361,7 +391,7 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int sub
     donto_err e = {{0}};
     if ((submit ? donto_proto_parse_submit : donto_proto_parse_release)(r->body, r->len, &q, &e))
         return errorf(400, "bad_request", "%s", e.msg);
-    answer a = {500, NULL};
+    answer a = {500, NULL, NULL};
     size_t nv = 0;
     for (size_t i = 0; i < q.n; i++) nv += q.items[i].reason == NULL;
     donto_submit_item *si = calloc(nv ? nv : 1, sizeof *si);
@@ -391,7 +421,7 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int sub
         }
         for (size_t j = 0; j < nv; j++)
             if (rej[j] != DONTO_REJECT_NONE) q.items[idx[j]].reason = donto_proto_reject_code(rej[j]);
-        a = (answer){200, donto_proto_submit_response(res.upserted, &q)};
+        a = (answer){200, donto_proto_submit_response(res.upserted, &q), NULL};
         DLOG_DEBUG("coord: submit %s items=%zu upserted=%zu", q.worker_id, q.n, res.upserted);
     } else {
         size_t released = 0;
@@ -399,7 +429,7 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int sub
             a = store_failure(s, "release", &e);
             goto done;
         }
-        a = (answer){200, donto_proto_release_response(released)};
+        a = (answer){200, donto_proto_release_response(released), NULL};
     }
 done:
     free(si);
@@ -417,7 +447,7 @@ static answer do_report(donto_coord *c, donto_store *s, const request *r) {
     if (s->ops->report(s, q.worker_id, q.kind, q.message, c->now_ms(c->clock_ctx), &e))
         a = store_failure(s, "report", &e);
     else
-        a = (answer){200, donto_proto_ok_response()};
+        a = (answer){200, donto_proto_ok_response(), NULL};
     /* The message itself stays in the store: it is free text from a worker
      * and may hold newlines that would forge log lines. */
     DLOG_INFO("coord: report from %s (%s), %zu bytes", q.worker_id, q.kind, strlen(q.message));
@@ -456,9 +486,79 @@ static answer do_stats(donto_coord *c, donto_store *s) {
             x.have_reports = 1, x.reports = rep, x.n_reports = nrep;
         else DLOG_WARN("coord: stats: reports: %s", e.msg);
     }
-    answer a = {200, donto_proto_stats_response(st, &x)};
+    answer a = {200, donto_proto_stats_response(st, &x), NULL};
     donto_contributor_list_free(con, ncon);
     donto_report_list_free(rep, nrep);
+    return a;
+}
+
+/* Prometheus text exposition (version 0.0.4) of the same figures as /stats,
+ * plus this coordinator's answer counters. Label values are escaped as the
+ * format requires (\\, \", \n): worker ids come from workers. */
+#define METRICS_CONTRIBUTORS_MAX 1000
+
+static answer do_metrics(donto_coord *c, donto_store *s) {
+    donto_target_stats st[DONTO_TARGET_N];
+    memset(st, 0, sizeof st);
+    donto_err e = {{0}};
+    int64_t now = c->now_ms(c->clock_ctx);
+    if (s->ops->stats(s, now, st, &e)) return store_failure(s, "metrics", &e);
+    int64_t per_min = 0;
+    int have_rate = 0;
+    donto_contributor *con = NULL;
+    size_t ncon = 0;
+    int have_con = 0;
+    if (s->ops->embedded_since) {
+        if (s->ops->embedded_since(s, now - 60000, &per_min, &e) == 0) have_rate = 1;
+        else DLOG_WARN("coord: metrics: items per minute: %s", e.msg);
+    }
+    if (s->ops->contributors) {
+        if (s->ops->contributors(s, METRICS_CONTRIBUTORS_MAX, &con, &ncon, &e) == 0) have_con = 1;
+        else DLOG_WARN("coord: metrics: contributors: %s", e.msg);
+    }
+    unsigned long long hits[R_N + 1][N_STATUS];
+    for (int r = 0; r <= R_N; r++)
+        for (size_t k = 0; k < N_STATUS; k++) hits[r][k] = atomic_load_explicit(&c->hits[r][k], memory_order_relaxed);
+    char *text = donto_metrics_text(st, have_rate, per_min, have_con, con, ncon);
+    /* The request counters are appended here: routes and statuses are ours. */
+    size_t cap = 4096, len = 0;
+    char *h = malloc(cap);
+    if (h) {
+        len += (size_t)snprintf(h, cap,
+                                "# HELP donto_embed_http_responses_total Answers sent by this coordinator, by route "
+                                "and status.\n# TYPE donto_embed_http_responses_total counter\n");
+        for (int r = 0; r <= R_N && h; r++)
+            for (size_t k = 0; k < N_STATUS; k++) {
+                if (!hits[r][k]) continue;
+                char code[16];
+                if (k + 1 < N_STATUS) snprintf(code, sizeof code, "%u", k_statuses[k]);
+                else snprintf(code, sizeof code, "other");
+                if (cap - len < 160) {
+                    char *g = realloc(h, cap * 2);
+                    if (!g) {
+                        free(h);
+                        h = NULL;
+                        break;
+                    }
+                    h = g, cap *= 2;
+                }
+                len += (size_t)snprintf(h + len, cap - len, "donto_embed_http_responses_total{route=\"%s\",code=\"%s\"} %llu\n",
+                                        r < R_N ? k_routes[r].path + 1 : "none", code, hits[r][k]);
+            }
+    }
+    answer a = {500, NULL, NULL};
+    if (text && h) {
+        size_t tl = strlen(text);
+        char *all = malloc(tl + len + 1);
+        if (all) {
+            memcpy(all, text, tl);
+            memcpy(all + tl, h, len + 1);
+            a = (answer){200, all, "text/plain; version=0.0.4; charset=utf-8"};
+        }
+    }
+    free(text);
+    free(h);
+    donto_contributor_list_free(con, ncon);
     return a;
 }
 
@@ -468,7 +568,7 @@ static answer do_health(donto_coord *c, donto_store *s) {
     int up = s->ops->ping(s, &e) == 0;
     if (!up) DLOG_WARN("coord: health: %s", e.msg);
     return (answer){up ? 200 : 503,
-                    donto_proto_health_response(up, c->version, up, up ? NULL : "database unreachable")};
+                    donto_proto_health_response(up, c->version, up, up ? NULL : "database unreachable"), NULL};
 }
 
 /* The token gate: 401 for unknown or revoked tokens, 403 for a contributor
@@ -498,20 +598,23 @@ static int gate(donto_store *s, const request *r, answer *a) {
 /* Step 3: the whole request is in. */
 static enum MHD_Result on_complete(donto_coord *c, struct MHD_Connection *conn, request *r) {
     if (r->too_big)
-        return queue(conn, errorf(413, "payload_too_large", "request body over the limit of %zu bytes", c->max_body),
+        return queue(c, r->route, conn, errorf(413, "payload_too_large", "request body over the limit of %zu bytes", c->max_body),
                      NULL);
+    /* The admin page is a constant: no store, no token (it asks for one). */
+    if (r->route == R_ADMIN)
+        return queue(c, r->route, conn, (answer){200, strdup(donto_admin_page), "text/html; charset=utf-8"}, NULL);
     /* Health answers fast even when the pool is saturated: a load balancer
      * probing it must not queue behind the work. */
     double wait = r->route == R_HEALTH && c->pool_wait_s > 2 ? 2 : c->pool_wait_s;
     donto_store *s = pool_take(&c->pool, wait);
     if (!s) {
         if (r->route == R_HEALTH)
-            return queue(conn,
-                         (answer){503, donto_proto_health_response(0, c->version, 0, "no store handle free")},
+            return queue(c, r->route, conn,
+                         (answer){503, donto_proto_health_response(0, c->version, 0, "no store handle free"), NULL},
                          NULL);
-        return queue(conn, errorf(503, "busy", "all %d store handles are in use; retry later", c->pool.n), NULL);
+        return queue(c, r->route, conn, errorf(503, "busy", "all %d store handles are in use; retry later", c->pool.n), NULL);
     }
-    answer a = {500, NULL};
+    answer a = {500, NULL, NULL};
     if (gate(s, r, &a) == 0) {
         switch (r->route) {
         case R_LEASE: a = do_lease(c, s, r); break;
@@ -519,12 +622,13 @@ static enum MHD_Result on_complete(donto_coord *c, struct MHD_Connection *conn, 
         case R_RELEASE: a = do_items(c, s, r, 0); break;
         case R_REPORT: a = do_report(c, s, r); break;
         case R_STATS: a = do_stats(c, s); break;
+        case R_METRICS: a = do_metrics(c, s); break;
         case R_HEALTH: a = do_health(c, s); break;
         default: a = errorf(404, "not_found", "no such route"); break;
         }
     }
     pool_give(&c->pool, s);
-    return queue(conn, a, NULL);
+    return queue(c, r->route, conn, a, NULL);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -677,7 +781,7 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(c->d, MHD_DAEMON_INFO_BIND_PORT);
     c->port = info ? (int)info->port : 0;
-    DLOG_INFO("coord: serving %s/{lease,submit,release,report,health,stats} on %s (port %d), %d threads, %d store handles",
+    DLOG_INFO("coord: serving %s/{lease,submit,release,report,health,stats,metrics,admin} on %s (port %d), %d threads, %d store handles",
               c->base, cfg->listen, c->port, threads, pool);
     *out = c;
     return 0;
