@@ -168,6 +168,10 @@ struct donto_coord {
     pthread_mutex_t mu;
     pthread_cond_t idle_cv;
     int inflight;
+    /* Set at stop: a request that arrives on an already open keep-alive
+     * connection during the drain gets 503 + Connection: close, so a busy
+     * fleet cannot keep the drain alive until its deadline. */
+    _Atomic int stopping;
     /* Answers queued, by route (R_N: no route) and status, for /metrics. */
     _Atomic unsigned long long hits[R_N + 1][N_STATUS];
 };
@@ -258,6 +262,7 @@ static enum MHD_Result queue(donto_coord *c, int route, struct MHD_Connection *c
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
     if (a.status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (atomic_load(&c->stopping)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, a.status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -293,6 +298,11 @@ static int route_of(const donto_coord *c, const char *url) {
 static enum MHD_Result on_headers(donto_coord *c, struct MHD_Connection *conn, const char *url,
                                   const char *method, request *r) {
     r->route = route_of(c, url);
+    if (atomic_load(&c->stopping)) {
+        r->answered = 1;
+        return queue(c, r->route, conn, errorf(503, "shutting_down", "the coordinator is stopping; retry shortly"),
+                     NULL);
+    }
     if (r->route == R_NONE) {
         r->answered = 1;
         return queue(c, r->route, conn, errorf(404, "not_found", "no route %.200s", url ? url : ""), NULL);
@@ -800,6 +810,7 @@ int donto_coord_port(const donto_coord *c) { return c ? c->port : 0; }
 
 void donto_coord_stop(donto_coord *c, double drain_s) {
     if (!c) return;
+    atomic_store(&c->stopping, 1);
     /* Stop accepting first, so that the drain below can end. */
     MHD_socket ls = MHD_quiesce_daemon(c->d);
     if (ls == MHD_INVALID_SOCKET) DLOG_WARN("coord: could not stop accepting; draining anyway");
