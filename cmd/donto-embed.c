@@ -17,6 +17,7 @@ static void usage(FILE *f) {
             "  serve          the coordinator: the embedding work queue over HTTP\n"
             "  migrate        apply the work queue's database migrations\n"
             "  token          add, list or revoke the coordinator's bearer tokens\n"
+            "  work           the worker: lease texts, embed them, submit the vectors\n"
             "  version        print the version\n"
             "\n"
             "`donto-embed <command> --help` describes each command.\n");
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "serve")) return donto_serve_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "migrate")) return donto_migrate_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "token")) return donto_token_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "work")) return donto_work_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "model")) {
         if (argc >= 3 && !strcmp(argv[2], "fetch")) return donto_model_fetch_main(argc - 2, argv + 2);
         fprintf(stderr, "usage: donto-embed model fetch [--dir D] [--help]\n");

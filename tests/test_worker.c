@@ -1,0 +1,689 @@
+/* `donto-embed work` against a real `donto-embed serve` on loopback, on
+ * SQLite (default) or PostgreSQL (`test_worker pg` under
+ * scripts/pg-test-server, see tests/worker.cmake), with a tiny generated BERT
+ * (hidden 384, so the coordinator's 384-dim model table accepts it) served
+ * as sentence-transformers/all-MiniLM-L6-v2 (named in the model directory's
+ * model_name.txt):
+ *
+ *  (a) 3 workers (--exit-when-idle) on a few thousand items; one SIGKILLed
+ *      mid run, the coordinator restarted (SIGTERM) mid run; a last worker
+ *      after the lease TTL finishes what the dead one held. Every item is
+ *      embedded exactly once (store counts, contributor totals), and every
+ *      stored vector equals `donto-embed embed` of the same text
+ *      (cosine >= 0.99999).
+ *  (b) Ctrl-C: a worker holding leases gets SIGINT, exits 0, and nothing is
+ *      left leased at once, with a 900 s lease TTL (only /release explains it).
+ *  (c) items of another model are refused: released and reported.
+ *  (e) --max-items stops after exactly that many items.
+ *  (d) a legacy coordinator: 400 to vector_b64 -> JSON numbers; answers that
+ *      are not JSON or not a batch are errors (backoff, one report), no crash.
+ * Every wait is bounded. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <libpq-fe.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "donto/store.h"
+#include "donto/util.h"
+#include "tinybert.h"
+
+extern char **environ;
+
+#define MODEL "sentence-transformers/all-MiniLM-L6-v2"
+#define OTHER_MODEL "BAAI/bge-base-en-v1.5"
+#define DIMS 384
+#define TTL_S 3
+
+static char g_exe[1024], g_dir[256], g_db[1200], g_log[1300], g_model[512], g_tokfile[1300];
+static char g_tok[80], g_url[128];
+static int g_port, g_pg;
+static pid_t g_serve = -1;
+
+static void msleep(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int wait_exit(pid_t pid, double timeout_s) {
+    double end = donto_now() + timeout_s;
+    int st;
+    while (donto_now() < end) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        msleep(20);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+static pid_t spawn(char *const argv[], const char *out, const char *errlog) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, errlog ? errlog : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc ? -1 : pid;
+}
+
+static int run(char *const argv[], const char *out) {
+    pid_t p = spawn(argv, out, g_log);
+    return p < 0 ? -1 : wait_exit(p, 120);
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char b[1 << 16];
+    size_t n = fread(b, 1, sizeof b - 1, f);
+    fclose(f);
+    b[n] = 0;
+    return b;
+}
+
+static int serve_start(int ttl) {
+    for (int attempt = 0; attempt < 40; attempt++) {
+        char listen[64], ttls[16];
+        snprintf(listen, sizeof listen, "127.0.0.1:%d", g_port);
+        snprintf(ttls, sizeof ttls, "%d", ttl);
+        char *argv[] = {g_exe, "serve", "--db", g_db, "--listen", listen, "--threads", "4", "--pool", "4",
+                        "--lease-ttl", ttls, "--drain", "10", NULL};
+        size_t before = 0;
+        struct stat stb;
+        if (stat(g_log, &stb) == 0) before = (size_t)stb.st_size;
+        g_serve = spawn(argv, NULL, g_log);
+        if (g_serve < 0) return -1;
+        double end = donto_now() + 20;
+        while (donto_now() < end) {
+            char *log = slurp(g_log);
+            const char *mine = log && strlen(log) >= before ? log + before : "";
+            const char *p = strstr(mine, "(port ");
+            if (p && strstr(mine, "store handles")) {
+                g_port = atoi(p + 6);
+                snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d/embed", g_port);
+                return 0;
+            }
+            int st;
+            if (waitpid(g_serve, &st, WNOHANG) == g_serve) break;
+            msleep(50);
+        }
+        kill(g_serve, SIGKILL);
+        waitpid(g_serve, NULL, 0);
+        g_serve = -1;
+        msleep(250);
+    }
+    return -1;
+}
+
+static void serve_stop(void) {
+    if (g_serve <= 0) return;
+    kill(g_serve, SIGTERM);
+    CHECK(wait_exit(g_serve, 30) == 0, "serve exits 0 after SIGTERM");
+    g_serve = -1;
+}
+
+/* A worker process; its log is <dir>/<id>.log. */
+static pid_t worker(const char *id, int n, const char *target, int use_token_file, const char *extra) {
+    char logp[1400], ns[16];
+    snprintf(logp, sizeof logp, "%s/%s.log", g_dir, id);
+    snprintf(ns, sizeof ns, "%d", n);
+    char *argv[24];
+    int k = 0;
+    argv[k++] = g_exe, argv[k++] = "work", argv[k++] = "--url", argv[k++] = g_url, argv[k++] = "--model",
+    argv[k++] = g_model, argv[k++] = "--worker-id", argv[k++] = (char *)id, argv[k++] = "-n", argv[k++] = ns,
+    argv[k++] = "--threads", argv[k++] = "1", argv[k++] = "--idle-sleep", argv[k++] = "0.2",
+    argv[k++] = "--target", argv[k++] = (char *)target;
+    if (use_token_file) argv[k++] = "--token-file", argv[k++] = g_tokfile;
+    if (extra) argv[k++] = (char *)extra;
+    argv[k] = NULL;
+    return spawn(argv, NULL, logp);
+}
+
+static void dump_worker_log(const char *id) {
+    char logp[1400];
+    snprintf(logp, sizeof logp, "%s/%s.log", g_dir, id);
+    char *s = slurp(logp);
+    fprintf(stderr, "---- %s log:\n%s\n", id, s ? s : "(none)");
+}
+
+/* ---- store side ---------------------------------------------------------- */
+
+static const char *text_of(int i, char *b, size_t cap) {
+    unsigned s = (unsigned)i * 2654435761u + 7;
+    size_t len = 0;
+    int words = 3 + (int)(s % 18);
+    b[0] = 0;
+    for (int w = 0; w < words && len + 16 < cap; w++) {
+        s = s * 1103515245u + 12345u;
+        const char *word = tiny_words[5 + (s >> 16) % (TINY_NWORDS - 5)];
+        len += (size_t)snprintf(b + len, cap - len, "%s%s", w ? " " : "", word);
+    }
+    if (i % 7 == 0) snprintf(b + len, cap - len, " xylophone %d", i); /* unknown words too */
+    return b;
+}
+
+static void enqueue(int target, const char *prefix, int n, const char *model) {
+    donto_store *s = NULL;
+    donto_err e = {{0}};
+    if (donto_store_open(g_db, &s, &e)) {
+        CHECK(0, "open %s: %s", g_db, e.msg);
+        return;
+    }
+    donto_enqueue_item *it = calloc((size_t)n, sizeof *it);
+    char (*ids)[32] = calloc((size_t)n, sizeof *ids);
+    char (*txt)[256] = calloc((size_t)n, sizeof *txt);
+    for (int i = 0; i < n; i++) {
+        snprintf(ids[i], sizeof ids[i], "%s-%05d", prefix, i);
+        it[i] = (donto_enqueue_item){(donto_target)target, ids[i], text_of(i, txt[i], sizeof txt[i]), model};
+    }
+    size_t added = 0;
+    CHECK(s->ops->enqueue(s, it, (size_t)n, &added, &e) == 0 && added == (size_t)n, "enqueue: %s", e.msg);
+    free(it);
+    free(ids);
+    free(txt);
+    donto_store_close(s);
+}
+
+static int store_stats(int target, donto_target_stats *out) {
+    donto_store *s = NULL;
+    donto_err e = {{0}};
+    if (donto_store_open(g_db, &s, &e)) return -1;
+    donto_target_stats st[DONTO_TARGET_N];
+    int rc = s->ops->stats(s, now_ms(), st, &e);
+    if (!rc) *out = st[target];
+    donto_store_close(s);
+    return rc;
+}
+
+static int64_t store_embedded(int target) {
+    donto_target_stats st;
+    return store_stats(target, &st) ? -1 : st.embedded;
+}
+
+static int wait_progress(int target, int64_t at_least, double timeout_s) {
+    double end = donto_now() + timeout_s;
+    while (donto_now() < end) {
+        if (store_embedded(target) >= at_least) return 0;
+        msleep(10);
+    }
+    return -1;
+}
+
+static int64_t contributor_sum(const char *prefix) {
+    donto_store *s = NULL;
+    donto_err e = {{0}};
+    if (donto_store_open(g_db, &s, &e)) return -1;
+    donto_contributor *c = NULL;
+    size_t nc = 0;
+    int64_t sum = 0;
+    if (s->ops->contributors(s, 1000, &c, &nc, &e)) sum = -1;
+    for (size_t i = 0; i < nc; i++)
+        if (!strncmp(c[i].worker_id, prefix, strlen(prefix))) sum += c[i].total;
+    donto_contributor_list_free(c, nc);
+    donto_store_close(s);
+    return sum;
+}
+
+/* Stored vectors of target: calls fn(item_id, floats, dims). */
+typedef void (*vec_fn)(const char *id, const float *v, int dims, void *u);
+
+static int each_vector(int target, vec_fn fn, void *u) {
+    if (g_pg) {
+        PGconn *c = PQconnectdb(g_db);
+        if (PQstatus(c) != CONNECTION_OK) return PQfinish(c), -1;
+        char t[8];
+        snprintf(t, sizeof t, "%d", target);
+        const char *pv[1] = {t};
+        PGresult *r = PQexecParams(c, "SELECT item_id, vec FROM vectors WHERE target = $1::int", 1, NULL, pv, NULL,
+                                   NULL, 1);
+        int rc = PQresultStatus(r) == PGRES_TUPLES_OK ? 0 : -1;
+        for (int i = 0; !rc && i < PQntuples(r); i++) {
+            char id[256];
+            int il = PQgetlength(r, i, 0);
+            snprintf(id, sizeof id, "%.*s", il, PQgetvalue(r, i, 0));
+            float v[DIMS * 2];
+            int bl = PQgetlength(r, i, 1);
+            if (bl > (int)sizeof v) bl = (int)sizeof v;
+            memcpy(v, PQgetvalue(r, i, 1), (size_t)bl);
+            fn(id, v, bl / 4, u);
+        }
+        PQclear(r);
+        PQfinish(c);
+        return rc;
+    }
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(g_db, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) return sqlite3_close(db), -1;
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "SELECT item_id, vec FROM vectors WHERE target = ?", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int(st, 1, target);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            float v[DIMS * 2];
+            int bl = sqlite3_column_bytes(st, 1);
+            if (bl > (int)sizeof v) bl = (int)sizeof v;
+            memcpy(v, sqlite3_column_blob(st, 1), (size_t)bl);
+            fn((const char *)sqlite3_column_text(st, 0), v, bl / 4, u);
+        }
+        rc = rc == SQLITE_DONE ? 0 : -1;
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rc ? -1 : 0;
+}
+
+typedef struct {
+    const float *ref;
+    int n;
+    const char *prefix;
+    int seen, bad, bad_dims;
+    double worst;
+} cmp_ctx;
+
+static void cmp_one(const char *id, const float *v, int dims, void *u) {
+    cmp_ctx *c = u;
+    size_t pl = strlen(c->prefix);
+    int i = strncmp(id, c->prefix, pl) ? -1 : atoi(id + pl + 1);
+    if (i < 0 || i >= c->n || dims != DIMS) {
+        c->bad_dims++;
+        return;
+    }
+    c->seen++;
+    const float *r = c->ref + (size_t)i * DIMS;
+    double dot = 0, na = 0, nb = 0;
+    for (int k = 0; k < DIMS; k++) dot += (double)v[k] * r[k], na += (double)v[k] * v[k], nb += (double)r[k] * r[k];
+    double cs = dot / sqrt(na * nb);
+    if (cs < c->worst) c->worst = cs;
+    if (!(cs >= 0.99999)) c->bad++;
+}
+
+/* Stored vectors == `donto-embed embed` of the same texts. */
+static void check_vectors(int target, const char *prefix, int n) {
+    char in[1400], out[1400];
+    snprintf(in, sizeof in, "%s/texts.jsonl", g_dir);
+    snprintf(out, sizeof out, "%s/ref.f32", g_dir);
+    FILE *f = fopen(in, "w");
+    if (!f) {
+        CHECK(0, "write %s", in);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        char t[256];
+        json_t *o = json_pack("{s:i, s:s}", "id", i, "text", text_of(i, t, sizeof t));
+        char *s = json_dumps(o, JSON_COMPACT);
+        fprintf(f, "%s\n", s);
+        free(s);
+        json_decref(o);
+    }
+    fclose(f);
+    char *argv[] = {g_exe, "embed", "--model", g_model, "--in", in, "--out", out, "--format", "f32", "--threads", "2", NULL};
+    CHECK(run(argv, NULL) == 0, "donto-embed embed");
+    FILE *r = fopen(out, "rb");
+    float *ref = calloc((size_t)n * DIMS, sizeof(float));
+    size_t got = r ? fread(ref, sizeof(float), (size_t)n * DIMS, r) : 0;
+    if (r) fclose(r);
+    CHECK(got == (size_t)n * DIMS, "reference vectors: %zu floats, want %d", got, n * DIMS);
+    cmp_ctx c = {ref, n, prefix, 0, 0, 0, 2.0};
+    CHECK(each_vector(target, cmp_one, &c) == 0, "read the stored vectors");
+    CHECK(c.seen == n && c.bad_dims == 0, "stored vectors: %d of %d (%d malformed)", c.seen, n, c.bad_dims);
+    CHECK(c.bad == 0, "%d stored vectors differ from donto-embed embed (worst cosine %.7f)", c.bad, c.worst);
+    fprintf(stderr, "-- %d stored vectors match donto-embed embed, worst cosine %.7f\n", c.seen, c.worst);
+    free(ref);
+    unlink(in);
+    unlink(out);
+}
+
+/* ---- (a) 3 workers, one killed, the coordinator restarted ---------------- */
+
+static void case_pipeline(void) {
+    const int N = 3000;
+    enqueue(DONTO_TARGET_CLAIM, "c", N, MODEL);
+    const char *ids[3] = {"w-a0", "w-a1", "w-a2"};
+    pid_t p[3];
+    for (int i = 0; i < 3; i++) p[i] = worker(ids[i], 32, "claim", i == 0, i == 2 ? "--exit-when-idle" : "--exit-when-idle");
+    CHECK(wait_progress(DONTO_TARGET_CLAIM, N / 6, 60) == 0, "no progress before the kill");
+    kill(p[0], SIGKILL);
+    CHECK(wait_exit(p[0], 10) == 128 + SIGKILL, "w-a0 SIGKILLed");
+    double killed = donto_now();
+    int64_t at_kill = store_embedded(DONTO_TARGET_CLAIM);
+    CHECK(wait_progress(DONTO_TARGET_CLAIM, at_kill + (N - at_kill) / 4, 60) == 0, "no progress after the kill");
+    kill(g_serve, SIGTERM);
+    CHECK(wait_exit(g_serve, 30) == 0, "serve exits 0 after SIGTERM");
+    int64_t at_restart = store_embedded(DONTO_TARGET_CLAIM);
+    msleep(500); /* an outage: workers back off and retry */
+    CHECK(serve_start(TTL_S) == 0, "restart serve");
+    for (int i = 1; i < 3; i++) {
+        int e = wait_exit(p[i], 120);
+        CHECK(e == 0, "%s exits %d", ids[i], e);
+        if (e) dump_worker_log(ids[i]);
+    }
+    /* What the dead worker held comes back after the TTL. */
+    double wait_s = killed + TTL_S + 0.5 - donto_now();
+    if (wait_s > 0) msleep((long)(wait_s * 1000));
+    pid_t fin = worker("w-afin", 64, "claim", 0, "--exit-when-idle");
+    int e = wait_exit(fin, 120);
+    CHECK(e == 0, "w-afin exits %d", e);
+    if (e) dump_worker_log("w-afin");
+    donto_target_stats st;
+    CHECK(store_stats(DONTO_TARGET_CLAIM, &st) == 0, "stats");
+    CHECK(st.embedded == N && st.pending == 0 && st.leased == 0, "embedded %lld pending %lld leased %lld, want %d/0/0",
+          (long long)st.embedded, (long long)st.pending, (long long)st.leased, N);
+    int64_t sum = contributor_sum("w-a");
+    CHECK(sum == N, "contributors' totals sum to %lld, want %d (a duplicate or a loss)", (long long)sum, N);
+    check_vectors(DONTO_TARGET_CLAIM, "c", N);
+    fprintf(stderr, "-- (a) %d items: w-a0 killed at %lld, coordinator restarted at %lld, exactly once\n", N,
+            (long long)at_kill, (long long)at_restart);
+}
+
+/* ---- (b) Ctrl-C releases at once ---------------------------------------- */
+
+static void case_ctrl_c(void) {
+    const int N = 20000;
+    enqueue(DONTO_TARGET_PREDICATE, "p", N, MODEL);
+    pid_t w = worker("w-b", 1024, "predicate", 1, NULL);
+    CHECK(wait_progress(DONTO_TARGET_PREDICATE, 1, 60) == 0, "w-b made no progress");
+    donto_target_stats st;
+    CHECK(store_stats(DONTO_TARGET_PREDICATE, &st) == 0 && st.leased > 0, "w-b holds no lease (leased %lld)",
+          (long long)st.leased);
+    kill(w, SIGINT);
+    int e = wait_exit(w, 60);
+    CHECK(e == 0, "w-b exits %d after SIGINT", e);
+    if (e) dump_worker_log("w-b");
+    CHECK(store_stats(DONTO_TARGET_PREDICATE, &st) == 0, "stats");
+    CHECK(st.leased == 0, "%lld items still leased after SIGINT (a 900 s TTL: not released)", (long long)st.leased);
+    CHECK(st.embedded + st.pending == N, "embedded %lld + pending %lld != %d", (long long)st.embedded,
+          (long long)st.pending, N);
+    CHECK(st.embedded < N, "w-b finished everything before the SIGINT: the case proves nothing");
+    CHECK(contributor_sum("w-b") == st.embedded, "w-b's total != embedded");
+    char logp[1400];
+    snprintf(logp, sizeof logp, "%s/w-b.log", g_dir);
+    char *log = slurp(logp);
+    CHECK(log && strstr(log, "released"), "w-b's log says nothing about releasing");
+    CHECK(log && !strstr(log, g_tok), "the token appears in w-b's log");
+    fprintf(stderr, "-- (b) SIGINT: %lld embedded, %lld back in the queue, none leased\n", (long long)st.embedded,
+            (long long)st.pending);
+}
+
+/* ---- (c) another model's items ------------------------------------------ */
+
+static void case_wrong_model(void) {
+    enqueue(DONTO_TARGET_ENTITY, "e", 5, OTHER_MODEL);
+    pid_t w = worker("w-c", 16, "entity", 1, NULL);
+    double end = donto_now() + 20;
+    int reported = 0;
+    while (donto_now() < end && !reported) {
+        donto_store *s = NULL;
+        donto_err e = {{0}};
+        if (!donto_store_open(g_db, &s, &e)) {
+            donto_report *r = NULL;
+            size_t nr = 0;
+            if (!s->ops->reports_recent(s, 20, &r, &nr, &e))
+                for (size_t i = 0; i < nr; i++)
+                    if (!strcmp(r[i].worker_id, "w-c") && !strcmp(r[i].kind, "wrong_model")) reported = 1;
+            donto_report_list_free(r, nr);
+            donto_store_close(s);
+        }
+        msleep(50);
+    }
+    CHECK(reported, "w-c reported no wrong_model");
+    kill(w, SIGTERM);
+    int e = wait_exit(w, 30);
+    CHECK(e == 0, "w-c exits %d after SIGTERM", e);
+    donto_target_stats st;
+    CHECK(store_stats(DONTO_TARGET_ENTITY, &st) == 0, "stats");
+    CHECK(st.embedded == 0 && st.leased == 0 && st.pending == 5, "entity: embedded %lld leased %lld pending %lld",
+          (long long)st.embedded, (long long)st.leased, (long long)st.pending);
+}
+
+/* ---- (d) a legacy coordinator (a stand-in on a socket) ------------------- */
+
+/* One request per connection (every answer says Connection: close). The
+ * stand-in hands out 3 items without lease_id, then a body that is not JSON,
+ * then a batch that is not an array, then nothing; it answers 400 to a
+ * submit with vector_b64 (as a legacy server would) and counts what came. */
+static void legacy_server(int ls, const char *statf) {
+    int leases = 0, b64 = 0, numbers = 0, numbers_ok = 0, reports = 0;
+    for (;;) {
+        int c = accept(ls, NULL, NULL);
+        if (c < 0) continue;
+        static char req[1 << 21];
+        size_t have = 0;
+        char *hdr_end = NULL;
+        long clen = -1;
+        for (;;) {
+            ssize_t n = read(c, req + have, sizeof req - 1 - have);
+            if (n <= 0) break;
+            have += (size_t)n;
+            req[have] = 0;
+            if (!hdr_end && (hdr_end = strstr(req, "\r\n\r\n"))) {
+                char *cl = strcasestr(req, "content-length:");
+                clen = cl ? atol(cl + 15) : 0;
+            }
+            if (hdr_end && (long)(have - (size_t)(hdr_end + 4 - req)) >= clen) break;
+        }
+        const char *body = hdr_end ? hdr_end + 4 : "";
+        int st = 200;
+        const char *ans = "{}";
+        char big[512];
+        if (!strncmp(req, "POST /embed/lease ", 18)) {
+            leases++;
+            if (leases == 1) {
+                snprintf(big, sizeof big,
+                         "{\"batch\": [{\"target\": \"memory_chunk\", \"item_id\": \"m1\", \"model\": \"%s\", \"text\": \"the dog\"},"
+                         "{\"target\": \"memory_chunk\", \"item_id\": 2, \"model\": \"%s\", \"text\": \"a cat\"},"
+                         "{\"target\": \"memory_chunk\", \"item_id\": \"m3\", \"model\": \"%s\", \"text\": \"hello world\"}]}",
+                         MODEL, MODEL, MODEL);
+                ans = big;
+            } else if (leases == 2) {
+                ans = "<html>bad gateway</html>";
+            } else if (leases == 3) {
+                ans = "{\"batch\": 5}";
+            } else {
+                ans = "{\"batch\": []}";
+            }
+        } else if (!strncmp(req, "POST /embed/submit ", 19)) {
+            if (strstr(body, "vector_b64")) {
+                b64++;
+                st = 400;
+                ans = "{\"detail\": \"unknown field\"}";
+            } else {
+                numbers++;
+                json_t *j = json_loads(body, 0, NULL);
+                json_t *items = json_object_get(j, "items");
+                int ok = json_array_size(items) == 3;
+                for (size_t i = 0; ok && i < 3; i++)
+                    ok = json_array_size(json_object_get(json_array_get(items, i), "vector")) == DIMS;
+                numbers_ok += ok;
+                json_decref(j);
+                ans = "{\"upserted\": 3}";
+            }
+        } else if (!strncmp(req, "POST /embed/report ", 19)) {
+            reports++;
+            ans = "{\"ok\": true}";
+        } else if (!strncmp(req, "POST /embed/release ", 20)) {
+            ans = "{\"released\": 0}";
+        } else {
+            st = 404;
+        }
+        char head[256];
+        int hl = snprintf(head, sizeof head,
+                          "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                          "Connection: close\r\n\r\n", st, strlen(ans));
+        if (write(c, head, (size_t)hl) < 0 || write(c, ans, strlen(ans)) < 0) { /* the client went away */ }
+        close(c);
+        FILE *f = fopen(statf, "w");
+        if (f) fprintf(f, "%d %d %d %d %d\n", leases, b64, numbers, numbers_ok, reports), fclose(f);
+    }
+}
+
+static void case_legacy(void) {
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 16) ||
+        getsockname(ls, (struct sockaddr *)&a, &al)) {
+        CHECK(0, "legacy stand-in: socket");
+        return;
+    }
+    char statf[1400];
+    snprintf(statf, sizeof statf, "%s/legacy.stat", g_dir);
+    fflush(NULL);
+    pid_t srv = fork();
+    if (srv == 0) {
+        legacy_server(ls, statf);
+        _exit(0);
+    }
+    close(ls);
+    char saved[128];
+    snprintf(saved, sizeof saved, "%s", g_url);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d/embed/", ntohs(a.sin_port));
+    pid_t w = worker("w-d", 8, "memory_chunk", 0, "--exit-when-idle");
+    int e = wait_exit(w, 60);
+    snprintf(g_url, sizeof g_url, "%s", saved);
+    kill(srv, SIGKILL);
+    waitpid(srv, NULL, 0);
+    CHECK(e == 0, "w-d exits %d against the legacy stand-in", e);
+    int leases = 0, b64 = 0, numbers = 0, numbers_ok = 0, reports = 0;
+    FILE *f = fopen(statf, "r");
+    CHECK(f && fscanf(f, "%d %d %d %d %d", &leases, &b64, &numbers, &numbers_ok, &reports) == 5, "legacy stats");
+    if (f) fclose(f);
+    CHECK(leases == 4, "legacy: %d leases, want 4 (3 items, not JSON, not an array, empty)", leases);
+    CHECK(b64 == 1 && numbers == 1 && numbers_ok == 1,
+          "legacy: %d base64 submits, %d with JSON numbers (%d well formed); want 1, 1, 1", b64, numbers, numbers_ok);
+    CHECK(reports == 1, "legacy: %d reports, want 1 (at most one a minute)", reports);
+    if (e || check_failures) dump_worker_log("w-d");
+}
+
+/* ---- --max-items ---------------------------------------------------------- */
+
+static void case_max_items(void) {
+    enqueue(DONTO_TARGET_MEMORY_CHUNK, "m", 500, MODEL);
+    pid_t w = worker("w-e", 64, "memory_chunk", 1, "--max-items=100");
+    int e = wait_exit(w, 60);
+    CHECK(e == 0, "w-e exits %d", e);
+    donto_target_stats st;
+    CHECK(store_stats(DONTO_TARGET_MEMORY_CHUNK, &st) == 0, "stats");
+    CHECK(st.embedded == 100 && st.leased == 0 && st.pending == 400, "--max-items 100: embedded %lld leased %lld pending %lld",
+          (long long)st.embedded, (long long)st.leased, (long long)st.pending);
+}
+
+/* ---- configuration errors ------------------------------------------------ */
+
+static void case_config(void) {
+    char *noauth[] = {g_exe, "work", "--url", g_url, "--model", g_model, NULL};
+    unsetenv("DONTO_EMBED_TOKEN");
+    CHECK(run(noauth, NULL) == 2, "no token: usage error");
+    setenv("DONTO_EMBED_TOKEN", g_tok, 1);
+    setenv("EMBED_CUDA", "1", 1);
+    CHECK(run(noauth, NULL) == 2, "EMBED_CUDA=1 refused");
+    unsetenv("EMBED_CUDA");
+    setenv("DONTO_EMBED_TOKEN", "0000000000000000000000000000000000000000000000000000000000000000", 1);
+    CHECK(run(noauth, NULL) == 1, "an unknown token: exit 1 (fatal, not retried)");
+    setenv("DONTO_EMBED_TOKEN", g_tok, 1);
+    char *help[] = {g_exe, "work", "--help", NULL};
+    CHECK(run(help, NULL) == 0, "--help");
+    char *dims[] = {g_exe, "work", "--url", g_url, "--model", g_model, "--model-name", "BAAI/bge-base-en-v1.5", NULL};
+    CHECK(run(dims, NULL) == 1, "a model of another dimension refused");
+}
+
+int main(int argc, char **argv) {
+    g_pg = argc > 1 && !strcmp(argv[1], "pg");
+    const char *bd = getenv("DONTO_BUILD_DIR");
+    if (!bd) {
+        fprintf(stderr, "test_worker: DONTO_BUILD_DIR not set\n");
+        return 1;
+    }
+    snprintf(g_exe, sizeof g_exe, "%s/donto-embed", bd);
+    snprintf(g_dir, sizeof g_dir, "/tmp/donto-worker-XXXXXX");
+    if (!mkdtemp(g_dir)) return 1;
+    snprintf(g_log, sizeof g_log, "%s/serve.log", g_dir);
+    snprintf(g_model, sizeof g_model, "%s/model", g_dir);
+    snprintf(g_tokfile, sizeof g_tokfile, "%s/token", g_dir);
+    if (g_pg) {
+        const char *url = getenv("DONTO_TEST_PG_URL");
+        if (!url) {
+            fprintf(stderr, "test_worker pg: DONTO_TEST_PG_URL not set (run through scripts/pg-test-server)\n");
+            return 1;
+        }
+        snprintf(g_db, sizeof g_db, "%s", url);
+    } else {
+        snprintf(g_db, sizeof g_db, "%s/q.db", g_dir);
+    }
+    /* Loopback only: no proxy may intercept. */
+    unsetenv("http_proxy");
+    unsetenv("HTTP_PROXY");
+    unsetenv("all_proxy");
+    unsetenv("ALL_PROXY");
+    setenv("NO_PROXY", "127.0.0.1,localhost", 1);
+    unsetenv("EMBED_N");
+    unsetenv("EMBED_TARGET");
+    unsetenv("EMBED_BATCH");
+    tiny_spec sp;
+    tiny_default(&sp);
+    sp.hidden = DIMS, sp.layers = 2, sp.heads = 6, sp.inter = 256, sp.maxpos = 128, sp.pooling = 1, sp.seed = 7;
+    CHECK(tiny_write(g_model, &sp) == 0, "write the tiny model");
+    char nm[1400];
+    snprintf(nm, sizeof nm, "%s/model_name.txt", g_model);
+    FILE *f = fopen(nm, "w");
+    if (f) fprintf(f, "%s\n", MODEL), fclose(f);
+    char out[1400];
+    snprintf(out, sizeof out, "%s/out", g_dir);
+    char *mig[] = {g_exe, "migrate", "--db", g_db, NULL};
+    CHECK(run(mig, NULL) == 0, "migrate");
+    char *add[] = {g_exe, "token", "add", "worker-test", "--db", g_db, NULL};
+    CHECK(run(add, out) == 0, "token add");
+    char *t = slurp(out);
+    CHECK(t && strlen(t) == 65, "token printed");
+    snprintf(g_tok, sizeof g_tok, "%.64s", t ? t : "");
+    f = fopen(g_tokfile, "w");
+    if (f) fprintf(f, "%s\n", g_tok), fclose(f);
+    setenv("DONTO_EMBED_TOKEN", g_tok, 1);
+    if (check_failures == 0 && serve_start(TTL_S) == 0) {
+        case_config();
+        case_legacy();
+        case_pipeline();
+        serve_stop();
+        if (serve_start(900) == 0) {
+            case_ctrl_c();
+            case_wrong_model();
+            case_max_items();
+            serve_stop();
+        } else {
+            CHECK(0, "restart serve with a long TTL");
+        }
+    } else {
+        CHECK(0, "could not start serve; log:\n%s", slurp(g_log) ? slurp(g_log) : "");
+    }
+    if (check_failures) {
+        char *s = slurp(g_log);
+        fprintf(stderr, "serve log (tail):\n%s\n", s ? s + (strlen(s) > 4000 ? strlen(s) - 4000 : 0) : "");
+    }
+    if (!check_failures && !getenv("DONTO_TEST_KEEP")) {
+        char cmd[1400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+        if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_dir);
+    } else {
+        fprintf(stderr, "files kept in %s\n", g_dir);
+    }
+    return check_report(g_pg ? "test_worker pg" : "test_worker");
+}
