@@ -25,6 +25,7 @@
 #include <openssl/evp.h>
 
 #include "check.h"
+#include "proc.h"
 #include "coord/protocol.h"
 #include "donto/coord.h"
 #include "donto/store.h"
@@ -848,19 +849,6 @@ static size_t read_some(int fd, char *out, size_t cap, size_t have, double timeo
     return have;
 }
 
-/* Exit status of pid, waiting at most timeout_s (then SIGKILL: -1). */
-static int wait_exit(pid_t pid, double timeout_s) {
-    double end = donto_now() + timeout_s;
-    int st;
-    while (donto_now() < end) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
-}
 
 static int run_out(char *const argv[], char *out, size_t cap) {
     int fd;

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "proc.h"
 #include "coord/protocol.h"
 #include "donto/store.h"
 #include "donto/util.h"
@@ -47,22 +48,9 @@ static char g_tok[80], g_adm[80];
 static int g_port;
 static pid_t g_serve = -1;
 
-static void msleep(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
 
 /* ---- processes ---------------------------------------------------------- */
 
-static int wait_exit(pid_t pid, double timeout_s) {
-    double end = donto_now() + timeout_s;
-    int st;
-    while (donto_now() < end) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        msleep(20);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
-}
 
 /* Run argv, its stdout into out; exit status. */
 static int run_out(char *const argv[], char *out, size_t cap) {
@@ -89,15 +77,6 @@ static int run_out(char *const argv[], char *out, size_t cap) {
     return wait_exit(pid, 60);
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    static char b[1 << 16];
-    size_t n = fread(b, 1, sizeof b - 1, f);
-    fclose(f);
-    b[n] = 0;
-    return b;
-}
 
 /* Start serve (stderr appended to g_log) on g_port (0: a free one, learnt
  * from the log). Retries a busy port for a while (the previous instance's

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "proc.h"
 #include "donto/store.h"
 #include "donto/util.h"
 #include "tinybert.h"
@@ -54,7 +55,6 @@ static char g_tok[80], g_url[128];
 static int g_port, g_pg;
 static pid_t g_serve = -1;
 
-static void msleep(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
 
 static int64_t now_ms(void) {
     struct timespec ts;
@@ -62,18 +62,6 @@ static int64_t now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int wait_exit(pid_t pid, double timeout_s) {
-    double end = donto_now() + timeout_s;
-    int st;
-    while (donto_now() < end) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        msleep(20);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
-}
 
 static pid_t spawn(char *const argv[], const char *out, const char *errlog) {
     posix_spawn_file_actions_t fa;
@@ -91,15 +79,6 @@ static int run(char *const argv[], const char *out) {
     return p < 0 ? -1 : wait_exit(p, 120);
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    static char b[1 << 16];
-    size_t n = fread(b, 1, sizeof b - 1, f);
-    fclose(f);
-    b[n] = 0;
-    return b;
-}
 
 static int serve_start(int ttl) {
     for (int attempt = 0; attempt < 40; attempt++) {

@@ -1,0 +1,42 @@
+/* Test helpers for tests that drive child processes (the real donto-embed
+ * binary): sleeping, bounded waits for exit, reading a small log file. */
+#ifndef DONTO_TEST_PROC_H
+#define DONTO_TEST_PROC_H
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "donto/util.h"
+
+static inline void msleep(long ms) {
+    nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
+}
+
+/* Exit status of pid (128 + signal when killed), waiting at most timeout_s;
+ * past that the child is killed and -1 returned. */
+static inline int wait_exit(pid_t pid, double timeout_s) {
+    double end = donto_now() + timeout_s;
+    int st;
+    while (donto_now() < end) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        msleep(20);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+/* The first 64 KiB of a file as a string in a static buffer (not
+ * reentrant: tests read one log at a time), or NULL. */
+static inline char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char b[1 << 16];
+    size_t n = fread(b, 1, sizeof b - 1, f);
+    fclose(f);
+    b[n] = 0;
+    return b;
+}
+#endif
