@@ -31,7 +31,7 @@ corpus:
 test: bootstrap model corpus build asan
 	ctest --test-dir build --output-on-failure
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir build-asan --output-on-failure -LE ref
+	  ctest --test-dir build-asan --output-on-failure -LE "ref|e2e"
 
 run: bootstrap model corpus build
 	@scripts/run-demo $(MODEL)

@@ -11,3 +11,24 @@ set_tests_properties(worker_pg PROPERTIES
   TIMEOUT 300
   LABELS worker
   ENVIRONMENT "DONTO_SOURCE_DIR=${PROJECT_SOURCE_DIR};DONTO_BUILD_DIR=${PROJECT_BINARY_DIR};PG_TEST_TIMEOUT=240")
+# The whole fabric at full size with the real model (issue 4's end-to-end
+# acceptance): corpus/fabric.jsonl (24,000 claims) through a coordinator and
+# 3 workers, one SIGKILLed and the coordinator restarted mid run; exactly
+# once; every stored vector equals `donto-embed embed` (cosine >= 0.99999).
+# Labelled e2e: the sanitizer build skips it (minutes of real-model work).
+foreach(backend sqlite pg)
+  if(backend STREQUAL "pg")
+    set(_cmd ${PROJECT_SOURCE_DIR}/scripts/pg-test-server $<TARGET_FILE:test_worker> pg)
+    set(_name fabric_e2e_pg)
+  else()
+    set(_cmd $<TARGET_FILE:test_worker>)
+    set(_name fabric_e2e)
+  endif()
+  add_test(NAME ${_name}
+           COMMAND ${_cmd} fabric ${PROJECT_SOURCE_DIR}/models/all-MiniLM-L6-v2
+                   ${PROJECT_SOURCE_DIR}/corpus/fabric.jsonl)
+  set_tests_properties(${_name} PROPERTIES
+    TIMEOUT 900
+    LABELS "worker;e2e"
+    ENVIRONMENT "DONTO_SOURCE_DIR=${PROJECT_SOURCE_DIR};DONTO_BUILD_DIR=${PROJECT_BINARY_DIR};PG_TEST_TIMEOUT=840")
+endforeach()
