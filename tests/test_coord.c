@@ -258,6 +258,9 @@ static int open_url(void *ctx, donto_store **out, donto_err *err) { return donto
 
 static int g_port;
 static const char *g_base = "/embed";
+static const char *g_scheme = "http"; /* "https" in test_tls */
+static const char *g_cafile;          /* CA bundle for https (NULL: the system's) */
+static CURLcode g_curl_rc;            /* transport result of the last request */
 
 typedef struct {
     char *p;
@@ -297,7 +300,7 @@ static long http_ex(const char *method, const char *path, const char *token, con
                     int chunked, json_t **out) {
     CURL *c = curl_easy_init();
     char url[256], auth[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s%s", g_port, g_base, path);
+    snprintf(url, sizeof url, "%s://127.0.0.1:%d%s%s", g_scheme, g_port, g_base, path);
     struct curl_slist *h = NULL;
     h = curl_slist_append(h, "Content-Type: application/json");
     if (token) {
@@ -312,6 +315,7 @@ static long http_ex(const char *method, const char *path, const char *token, con
     curl_easy_setopt(c, CURLOPT_USERAGENT, "curl/8.5.0");
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+    if (g_cafile) curl_easy_setopt(c, CURLOPT_CAINFO, g_cafile);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     if (!strcmp(method, "POST")) {
@@ -327,7 +331,8 @@ static long http_ex(const char *method, const char *path, const char *token, con
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     }
     long status = 0;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    g_curl_rc = curl_easy_perform(c);
+    if (g_curl_rc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     if (out) *out = b.p ? json_loads(b.p, 0, NULL) : NULL;
     free(b.p);
     curl_slist_free_all(h);
@@ -813,6 +818,84 @@ static void test_base(fakedb *db) {
 extern char **environ;
 
 /* Spawn argv with stdout (fd 1) or stderr (fd 2) on a pipe; returns the pid. */
+/* HTTPS (--tls-cert/--tls-key): a self-signed certificate made with the
+ * openssl tool; a client that trusts it gets the normal answers, one that
+ * does not is refused by its own TLS check, plain HTTP gets no answer, and a
+ * bad key or half a configuration is a clear start error. */
+static void test_tls(fakedb *db) {
+    char dir[] = "/tmp/donto-tls-XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char cmd[1024], crt[64], key[64];
+    snprintf(crt, sizeof crt, "%s/cert.pem", dir);
+    snprintf(key, sizeof key, "%s/key.pem", dir);
+    snprintf(cmd, sizeof cmd,
+             "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s -days 2 -subj /CN=127.0.0.1 "
+             "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+             key, crt);
+    CHECK(system(cmd) == 0, "openssl could not make a test certificate (is the openssl tool installed?)");
+    char *cert_pem = NULL, *key_pem = NULL;
+    size_t n;
+    donto_err e = {{0}};
+    CHECK(donto_read_file(crt, &cert_pem, &n, &e) == 0 && donto_read_file(key, &key_pem, &n, &e) == 0, "read PEM: %s",
+          e.msg);
+    donto_coord_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.listen = "127.0.0.1:0";
+    cfg.threads = 2;
+    cfg.open_store = open_fake;
+    cfg.open_ctx = db;
+    cfg.now_ms = test_clock;
+    cfg.version = "test";
+    donto_coord *c = NULL;
+
+    /* Half a configuration, and a key that is not PEM: refused at start. */
+    cfg.tls_cert_pem = cert_pem;
+    CHECK(donto_coord_start(&cfg, &c, &e) != 0 && strstr(e.msg, "both"), "cert without key: %s", e.msg);
+    cfg.tls_key_pem = "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n";
+    CHECK(donto_coord_start(&cfg, &c, &e) != 0 && strstr(e.msg, "TLS"), "garbage key: %s", e.msg);
+
+    cfg.tls_key_pem = key_pem;
+    if (cert_pem && key_pem && donto_coord_start(&cfg, &c, &e) == 0) {
+        g_port = donto_coord_port(c);
+        json_t *j = NULL;
+        g_scheme = "https";
+        g_cafile = crt;
+        long st = http("GET", "/health", NULL, NULL, &j);
+        CHECK(st == 200 && json_is_true(json_object_get(j, "ok")), "https health: %ld", st);
+        json_decref(j);
+        st = http("GET", "/stats", TOK_A, NULL, &j);
+        CHECK(st == 200 && json_object_get(j, "claim"), "https stats with the admin token: %ld", st);
+        json_decref(j);
+        st = http("POST", "/lease", NULL, "{\"worker_id\":\"w\",\"n\":1}", &j);
+        CHECK(st == 401, "https lease without a token: %ld", st);
+        json_decref(j);
+        /* A client that does not trust the certificate stops at its own check. */
+        g_cafile = NULL;
+        st = http("GET", "/health", NULL, NULL, NULL);
+        CHECK(st == 0 && (g_curl_rc == CURLE_PEER_FAILED_VERIFICATION || g_curl_rc == CURLE_SSL_CACERT_BADFILE ||
+                          g_curl_rc == CURLE_SSL_CONNECT_ERROR),
+              "untrusted certificate: status %ld, curl %d", st, (int)g_curl_rc);
+        /* Plain HTTP to the TLS port gets no HTTP answer. */
+        g_scheme = "http";
+        st = http("GET", "/health", NULL, NULL, NULL);
+        CHECK(st != 200, "plain HTTP to the HTTPS port answered %ld", st);
+        fprintf(stderr, "-- https: health/stats/401 over TLS, untrusted client refused (curl %d), plain HTTP refused\n",
+                (int)g_curl_rc);
+        donto_coord_stop(c, 5);
+    } else {
+        CHECK(0, "start with TLS: %s", e.msg);
+    }
+    g_scheme = "http";
+    g_cafile = NULL;
+    free(cert_pem);
+    free(key_pem);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "rm %s", dir);
+}
+
 static pid_t spawn_piped(char *const argv[], int which_fd, int *rd) {
     int p[2];
     if (pipe(p)) return -1;
@@ -970,6 +1053,7 @@ int main(int argc, char **argv) {
     test_concurrency(&db);
     test_drain(&db);
     test_base(&db);
+    test_tls(&db);
 
     /* The real SQLite store, in a temp file shared by the pool's handles. */
     char path[] = "/tmp/donto-coord-test-XXXXXX";

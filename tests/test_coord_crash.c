@@ -348,7 +348,7 @@ static void check_exactly_once(int target, const char *prefix, int n, const char
     donto_contributor *c = NULL;
     size_t nc = 0;
     int64_t sum = 0;
-    CHECK(s->ops->contributors(s, 100, &c, &nc, &e) == 0, "contributors: %s", e.msg);
+    CHECK(s->ops->contributors(s, 100, 0, &c, &nc, &e) == 0, "contributors: %s", e.msg);
     for (size_t i = 0; i < nc; i++)
         if (!strncmp(c[i].worker_id, prefix, strlen(prefix))) sum += c[i].total;
     CHECK(sum == n, "%s: contributors' totals sum to %lld, want %d (a duplicate or a loss)", label,

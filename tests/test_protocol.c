@@ -513,9 +513,12 @@ static void test_responses(void) {
     CHECK(s && !strcmp(s, "{\"ok\":true,\"version\":\"0.1.0\",\"database\":true}"), "%s", s);
     free(s);
     donto_target_stats st[DONTO_TARGET_N] = {{1, 2, 3, 6}, {0, 0, 0, 0}, {5, 0, 0, 5}, {0, 1, 0, 1}};
-    donto_contributor con[1] = {{"w1", 10, 2, 1700000000000}};
+    donto_contributor con[1] = {{"w1", 10, 2, 1700000000000, 30}};
+    int64_t series[3] = {4, 0, 9};
     donto_stats_extra x = {.have_rate = 1, .per_minute = 7, .have_contributors = 1, .contributors = con,
-                           .n_contributors = 1, .have_reports = 1, .reports = NULL, .n_reports = 0};
+                           .n_contributors = 1, .have_reports = 1, .reports = NULL, .n_reports = 0,
+                           .have_series = 1, .series = series, .n_series = 3, .series_start_min = 28333333,
+                           .recent_minutes = 2.5};
     s = donto_proto_stats_response(st, &x);
     j = s ? json_loads(s, 0, NULL) : NULL;
     json_t *c = json_object_get(j, "claim");
@@ -524,6 +527,14 @@ static void test_responses(void) {
           "%s", s);
     CHECK(json_object_get(j, "memory_chunk") && json_integer_value(json_object_get(j, "items_per_minute")) == 7, "%s", s);
     CHECK(json_array_size(json_object_get(j, "contributors")) == 1 && json_is_array(json_object_get(j, "reports")), "%s", s);
+    json_t *c0 = json_array_get(json_object_get(j, "contributors"), 0);
+    CHECK(json_real_value(json_object_get(c0, "items_per_minute")) == 12.0, "contributor rate 30 / 2.5 min: %s", s);
+    json_t *pm = json_object_get(j, "per_minute");
+    CHECK(json_array_size(pm) == 3 &&
+              json_integer_value(json_object_get(json_array_get(pm, 0), "minute_ms")) == 28333333LL * 60000 &&
+              json_integer_value(json_object_get(json_array_get(pm, 2), "minute_ms")) == 28333335LL * 60000 &&
+              json_integer_value(json_object_get(json_array_get(pm, 2), "items")) == 9,
+          "per-minute series: %s", s);
     json_decref(j);
     free(s);
     s = donto_proto_stats_response(st, NULL);

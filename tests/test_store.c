@@ -282,7 +282,7 @@ static void test_submit_verdicts(void) {
         CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].leased, 1);
         donto_contributor *cs = NULL;
         size_t nc = 0;
-        CHECK(s->ops->contributors(s, 10, &cs, &nc, &err) == 0, "%s", err.msg);
+        CHECK(s->ops->contributors(s, 10, 0, &cs, &nc, &err) == 0, "%s", err.msg);
         CHECK_EQ_INT(nc, 2);
         if (nc == 2) {
             CHECK(strcmp(cs[0].worker_id, "w1") == 0, "order: %s", cs[0].worker_id);
@@ -438,10 +438,63 @@ static void test_stats_reports(void) {
     donto_report_list_free(r, n);
     donto_contributor *cs = NULL;
     size_t nc = 0;
-    CHECK(s->ops->contributors(s, 10, &cs, &nc, &err) == 0, "%s", err.msg);
+    CHECK(s->ops->contributors(s, 10, 0, &cs, &nc, &err) == 0, "%s", err.msg);
     CHECK_EQ_INT(nc, 2); /* a report makes a worker seen */
     if (nc == 2) CHECK_EQ_INT(cs[0].last_seen, 1200);
     donto_contributor_list_free(cs, nc);
+    donto_store_close(s);
+}
+
+/* Throughput per minute: the series sums contributors' accepted vectors per
+ * whole minute (a repeat counts nothing), a contributor's recent count
+ * covers the minutes asked for, and old minutes are pruned. */
+static void test_throughput(void) {
+    donto_err err;
+    donto_store *s = fresh();
+    const int64_t M = 60000, T0 = 28000000 * M; /* a minute boundary */
+    char ids[12][8];
+    donto_enqueue_item e[12];
+    for (int i = 0; i < 12; i++) {
+        snprintf(ids[i], sizeof ids[i], "t%d", i);
+        e[i] = E(DONTO_TARGET_CLAIM, ids[i], "m");
+    }
+    size_t added;
+    CHECK(s->ops->enqueue(s, e, 12, &added, &err) == 0, "%s", err.msg);
+    /* w1: 3 items in minute 0, 2 in minute 2 (then one repeat); w2: 4 in minute 2. */
+    struct { const char *w; int n; int64_t at; } plan[] = {{"w1", 3, T0 + 5}, {"w1", 2, T0 + 2 * M + 1}, {"w2", 4, T0 + 2 * M + 59999}};
+    for (int k = 0; k < 3; k++) {
+        donto_lease_batch b = {0};
+        CHECK(s->ops->lease(s, plan[k].w, plan[k].n, -1, plan[k].at, 10 * M, &b, &err) == 0 && (int)b.n == plan[k].n,
+              "%s lease %d: %s", g_backend, k, err.msg);
+        donto_reject rj[8];
+        donto_submit_item si[8];
+        for (size_t i = 0; i < b.n; i++) si[i] = S(&b.items[i]);
+        donto_submit_result res = {.reject = rj};
+        CHECK(s->ops->submit(s, plan[k].w, si, b.n, plan[k].at, &res, &err) == 0 && res.upserted == b.n, "%s", err.msg);
+        if (k == 1) { /* the same submit again: a repeat, not counted */
+            CHECK(s->ops->submit(s, plan[k].w, si, b.n, plan[k].at + 10, &res, &err) == 0 && res.repeated == b.n,
+                  "%s repeat: %s", g_backend, err.msg);
+        }
+        donto_lease_batch_free(&b);
+    }
+    int64_t c[4] = {-1, -1, -1, -1};
+    CHECK(s->ops->series(s, T0 / M, 4, c, &err) == 0, "%s series: %s", g_backend, err.msg);
+    CHECK(c[0] == 3 && c[1] == 0 && c[2] == 6 && c[3] == 0, "%s series %lld %lld %lld %lld, want 3 0 6 0", g_backend,
+          (long long)c[0], (long long)c[1], (long long)c[2], (long long)c[3]);
+    CHECK(s->ops->series(s, T0 / M + 1, 2, c, &err) == 0 && c[0] == 0 && c[1] == 6, "%s series window", g_backend);
+    donto_contributor *cs = NULL;
+    size_t nc = 0;
+    CHECK(s->ops->contributors(s, 10, T0 + 2 * M, &cs, &nc, &err) == 0 && nc == 2, "%s: %s", g_backend, err.msg);
+    for (size_t i = 0; i < nc; i++) {
+        if (!strcmp(cs[i].worker_id, "w1")) CHECK(cs[i].total == 5 && cs[i].recent == 2, "%s w1 total %lld recent %lld",
+                                                  g_backend, (long long)cs[i].total, (long long)cs[i].recent);
+        else CHECK(cs[i].total == 4 && cs[i].recent == 4, "%s w2 recent %lld", g_backend, (long long)cs[i].recent);
+    }
+    donto_contributor_list_free(cs, nc);
+    /* An hour and more later, the old minutes are pruned. */
+    CHECK(s->ops->series(s, T0 / M + 62, 1, c, &err) == 0, "%s: %s", g_backend, err.msg);
+    CHECK(s->ops->series(s, T0 / M, 4, c, &err) == 0 && c[0] == 0 && c[2] == 6, "%s prune: minute 0 %lld, minute 2 %lld",
+          g_backend, (long long)c[0], (long long)c[2]);
     donto_store_close(s);
 }
 
@@ -668,7 +721,7 @@ static void test_concurrency(int nitems) {
     CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].leased, 0);
     donto_contributor *cs = NULL;
     size_t nc = 0;
-    CHECK(s->ops->contributors(s, 100, &cs, &nc, &err) == 0, "%s", err.msg);
+    CHECK(s->ops->contributors(s, 100, 0, &cs, &nc, &err) == 0, "%s", err.msg);
     int64_t sum = 0;
     for (size_t i = 0; i < nc; i++) sum += cs[i].total + cs[i].rejected;
     CHECK_EQ_INT(sum, nitems);
@@ -802,7 +855,7 @@ static void test_concurrency_expiry(int nitems) {
     CHECK_EQ_INT(st[DONTO_TARGET_CLAIM].pending + st[DONTO_TARGET_CLAIM].leased, 0);
     donto_contributor *cs = NULL;
     size_t nc = 0;
-    CHECK(s->ops->contributors(s, 100, &cs, &nc, &err) == 0, "%s", err.msg);
+    CHECK(s->ops->contributors(s, 100, 0, &cs, &nc, &err) == 0, "%s", err.msg);
     int64_t total = 0, rejected = 0;
     for (size_t i = 0; i < nc; i++) total += cs[i].total, rejected += cs[i].rejected;
     CHECK_EQ_INT(total, nitems);
@@ -827,6 +880,7 @@ static void run_suite(const char *backend, int nitems) {
     test_release();
     test_tokens();
     test_stats_reports();
+    test_throughput();
     test_odd_ids_and_bytes();
     test_pg_reconnect();
     test_concurrency(nitems);

@@ -233,7 +233,7 @@ static int64_t contributor_sum(const char *prefix) {
     donto_contributor *c = NULL;
     size_t nc = 0;
     int64_t sum = 0;
-    if (s->ops->contributors(s, 1000, &c, &nc, &e)) sum = -1;
+    if (s->ops->contributors(s, 1000, 0, &c, &nc, &e)) sum = -1;
     for (size_t i = 0; i < nc; i++)
         if (!strncmp(c[i].worker_id, prefix, strlen(prefix))) sum += c[i].total;
     donto_contributor_list_free(c, nc);

@@ -38,6 +38,10 @@ typedef struct donto_coord_config {
     double pool_wait_s;      /* longest wait for a store handle; 0: 10 s (then 503) */
     const char *version;     /* reported by /health; NULL: the library's */
 
+    /* HTTPS: PEM text (not file names) of the certificate chain and its
+     * private key; both NULL: plain HTTP. Copied at start. */
+    const char *tls_cert_pem, *tls_key_pem;
+
     /* Where handles come from: open_store(open_ctx) when set (tests use an
      * in-memory store), else donto_store_open(db_url). Called pool times at
      * start; the coordinator closes every handle at stop. */

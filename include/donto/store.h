@@ -124,6 +124,7 @@ typedef struct donto_contributor {
     int64_t total;     /* vectors accepted (repeats not counted) */
     int64_t rejected;  /* submitted items rejected */
     int64_t last_seen; /* Unix ms of the last submit or report */
+    int64_t recent;    /* vectors accepted in the minutes from since_ms on (see contributors) */
 } donto_contributor;
 void donto_contributor_list_free(donto_contributor *c, size_t n);
 
@@ -178,9 +179,17 @@ typedef struct donto_store_ops {
     int (*stats)(donto_store *s, int64_t now_ms, donto_target_stats out[DONTO_TARGET_N], donto_err *err);
     /* Vectors stored at or after since_ms (items per minute: since = now - 60000). */
     int (*embedded_since)(donto_store *s, int64_t since_ms, int64_t *count, donto_err *err);
-    /* Per-contributor totals, most productive first, at most limit rows. */
-    int (*contributors)(donto_store *s, int limit, donto_contributor **out, size_t *n,
+    /* Per-contributor totals, most productive first, at most limit rows;
+     * recent counts the vectors accepted in the whole minutes (Unix ms /
+     * 60000) at or after since_ms's minute. */
+    int (*contributors)(donto_store *s, int limit, int64_t since_ms, donto_contributor **out, size_t *n,
                         donto_err *err);
+    /* Throughput series: counts[i] = vectors accepted in minute since_min + i
+     * (minutes are Unix ms / 60000), i < nmin. Kept per contributor and
+     * minute at submit time (each worker updates its own row: no hot row
+     * shared by the fleet); rows older than an hour before since_min are
+     * pruned here, since the series is all they serve. */
+    int (*series)(donto_store *s, int64_t since_min, int nmin, int64_t *counts, donto_err *err);
     /* The latest reports, newest first, at most limit rows. */
     int (*reports_recent)(donto_store *s, int limit, donto_report **out, size_t *n,
                           donto_err *err);

@@ -40,6 +40,7 @@ typedef struct donto_worker_config {
     double stop_deadline_s; /* submit budget after a stop (default 30) */
     double connect_timeout_s, request_timeout_s;
     double max_backoff_s;   /* default 60 */
+    const char *ca_file;    /* PEM CA bundle for https:// (NULL: the system's) */
 } donto_worker_config;
 
 void donto_worker_default_config(donto_worker_config *c);

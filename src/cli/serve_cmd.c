@@ -46,6 +46,8 @@ static int parse_num(const char *cmd, const char *opt, const char *s, long long 
 
 /* ---- serve ------------------------------------------------------------------ */
 
+static int serve_run(const donto_coord_config *cfg, int migrate, long long drain);
+
 static void serve_usage(FILE *f) {
     fprintf(f,
             "usage: donto-embed serve --db URL [options]\n"
@@ -63,6 +65,8 @@ static void serve_usage(FILE *f) {
             "  --lease-ttl SECS    lease lifetime (default 900)\n"
             "  --conn-timeout SECS idle connection timeout (default 60)\n"
             "  --drain SECS        at shutdown, wait this long for requests in flight (default 30)\n"
+            "  --tls-cert FILE     serve HTTPS with this PEM certificate (chain); needs --tls-key\n"
+            "  --tls-key FILE      the PEM private key of --tls-cert\n"
             "  --migrate           apply database migrations before serving\n"
             "  -v, --verbose       log every request\n"
             "  -h, --help          this help\n");
@@ -79,6 +83,8 @@ int donto_serve_cmd(int argc, char **argv) {
                                        {"conn-timeout", required_argument, 0, 'T'},
                                        {"drain", required_argument, 0, 'D'},
                                        {"migrate", no_argument, 0, 'M'},
+                                       {"tls-cert", required_argument, 0, 'C'},
+                                       {"tls-key", required_argument, 0, 'K'},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -89,6 +95,7 @@ int donto_serve_cmd(int argc, char **argv) {
     cfg.version = DONTO_VERSION;
     long long v, drain = 30;
     int migrate = 0, ch;
+    const char *tls_cert = NULL, *tls_key = NULL;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
         switch (ch) {
@@ -119,6 +126,8 @@ int donto_serve_cmd(int argc, char **argv) {
             if (parse_num("serve", "--drain", optarg, 0, 3600, &drain)) return 2;
             break;
         case 'M': migrate = 1; break;
+        case 'C': tls_cert = optarg; break;
+        case 'K': tls_key = optarg; break;
         case 'v': donto_log_set_level(DONTO_LOG_DEBUG); break;
         case 'h': serve_usage(stdout); return 0;
         default: serve_usage(stderr); return 2;
@@ -128,6 +137,33 @@ int donto_serve_cmd(int argc, char **argv) {
         fprintf(stderr, "donto-embed serve: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    donto_err err = {{0}};
+    if (!tls_cert != !tls_key) {
+        fprintf(stderr, "donto-embed serve: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
+    /* The PEM text is read here (and kept by the coordinator), so a bad
+     * path is a clear error before anything listens. */
+    char *cert_pem = NULL, *key_pem = NULL;
+    if (tls_cert) {
+        size_t n;
+        if (donto_read_file(tls_cert, &cert_pem, &n, &err) || donto_read_file(tls_key, &key_pem, &n, &err)) {
+            fprintf(stderr, "donto-embed serve: TLS: %s\n", err.msg);
+            free(cert_pem);
+            return 1;
+        }
+        cfg.tls_cert_pem = cert_pem;
+        cfg.tls_key_pem = key_pem;
+    }
+    int rc = serve_run(&cfg, migrate, drain);
+    free(cert_pem);
+    free(key_pem);
+    return rc;
+}
+
+/* Migrate if asked, start, wait for SIGTERM/SIGINT, drain. */
+static int serve_run(const donto_coord_config *cfg_, int migrate, long long drain) {
+    const donto_coord_config cfg = *cfg_;
     donto_err err = {{0}};
     if (migrate) {
         donto_store *s = NULL;

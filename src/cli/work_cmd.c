@@ -24,6 +24,7 @@ static void usage(FILE *f) {
             "  --url URL            coordinator base URL incl. /embed [DONTO_EMBED_URL]\n"
             "  --token TOKEN        bearer token [DONTO_EMBED_TOKEN] (prefer --token-file)\n"
             "  --token-file FILE    read the token from FILE (first line)\n"
+            "  --cacert FILE        trust this PEM CA bundle for an https:// URL [DONTO_EMBED_CACERT]\n"
             "  --worker-id ID       [EMBED_WORKER_ID] (default worker-<host>-<pid>)\n"
             "  -n N                 items per lease (more than 1024 asks 1024) [EMBED_N] (default 256)\n"
             "  --batch N            texts per encode call [EMBED_BATCH] (default: the lease size)\n"
@@ -93,6 +94,7 @@ int donto_work_cmd(int argc, char **argv) {
     const char *model_dir = NULL, *model_name = NULL, *token_file = NULL, *prec = "fp32", *target = NULL;
     const char *token = getenv("DONTO_EMBED_TOKEN");
     c.url = getenv("DONTO_EMBED_URL");
+    c.ca_file = getenv("DONTO_EMBED_CACERT") && *getenv("DONTO_EMBED_CACERT") ? getenv("DONTO_EMBED_CACERT") : NULL;
     c.worker_id = getenv("EMBED_WORKER_ID");
     target = getenv("EMBED_TARGET");
     long v;
@@ -109,7 +111,7 @@ int donto_work_cmd(int argc, char **argv) {
         return 2;
     int threads = 0;
     enum { O_URL = 256, O_TOKEN, O_TOKEN_FILE, O_WID, O_BATCH, O_TARGET, O_MODEL, O_MODEL_NAME, O_THREADS,
-           O_PREC, O_IDLE, O_MAX, O_EXIT_IDLE, O_STOP, O_TIMEOUT };
+           O_PREC, O_IDLE, O_MAX, O_EXIT_IDLE, O_STOP, O_TIMEOUT, O_CACERT };
     static const struct option opts[] = {
         {"url", required_argument, 0, O_URL},         {"token", required_argument, 0, O_TOKEN},
         {"token-file", required_argument, 0, O_TOKEN_FILE}, {"worker-id", required_argument, 0, O_WID},
@@ -119,6 +121,7 @@ int donto_work_cmd(int argc, char **argv) {
         {"idle-sleep", required_argument, 0, O_IDLE}, {"max-items", required_argument, 0, O_MAX},
         {"exit-when-idle", no_argument, 0, O_EXIT_IDLE}, {"stop-deadline", required_argument, 0, O_STOP},
         {"timeout", required_argument, 0, O_TIMEOUT}, {"help", no_argument, 0, 'h'},
+        {"cacert", required_argument, 0, O_CACERT},
         {0, 0, 0, 0}};
     optind = 1;
     int o;
@@ -127,6 +130,7 @@ int donto_work_cmd(int argc, char **argv) {
         case O_URL: c.url = optarg; break;
         case O_TOKEN: token = optarg; break;
         case O_TOKEN_FILE: token_file = optarg; break;
+        case O_CACERT: c.ca_file = optarg; break;
         case O_WID: c.worker_id = optarg; break;
         case 'n':
             if (parse_int(optarg, "-n", 1, 1 << 20, &v)) return 2;

@@ -666,9 +666,21 @@ char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], co
             put(o, "total", json_integer((json_int_t)c->total), &ok);
             put(o, "rejected", json_integer((json_int_t)c->rejected), &ok);
             put(o, "last_seen_ms", json_integer((json_int_t)c->last_seen), &ok);
+            if (x->recent_minutes > 0.0)
+                put(o, "items_per_minute", json_real((double)c->recent / x->recent_minutes), &ok);
             if (!o || json_array_append_new(arr, o)) ok = 0;
         }
         put(root, "contributors", arr, &ok);
+    }
+    if (x && x->have_series) {
+        json_t *arr = json_array();
+        for (int i = 0; arr && i < x->n_series; i++) {
+            json_t *o = json_object();
+            put(o, "minute_ms", json_integer((json_int_t)((x->series_start_min + i) * 60000)), &ok);
+            put(o, "items", json_integer((json_int_t)x->series[i]), &ok);
+            if (!o || json_array_append_new(arr, o)) ok = 0;
+        }
+        put(root, "per_minute", arr, &ok);
     }
     if (x && x->have_reports) {
         json_t *arr = json_array();

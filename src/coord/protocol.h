@@ -139,6 +139,15 @@ typedef struct donto_stats_extra {
     int have_reports;
     const donto_report *reports;
     size_t n_reports;
+    /* Vectors per minute over the last hour, oldest first: series[i] is
+     * minute series_start_min + i (Unix ms / 60000); the last is the
+     * current, partial minute. */
+    int have_series;
+    const int64_t *series;
+    int n_series;
+    int64_t series_start_min;
+    /* contributors[i].recent covers this many minutes (items/min = recent / it). */
+    double recent_minutes;
 } donto_stats_extra;
 char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], const donto_stats_extra *x);
 

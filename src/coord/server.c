@@ -164,6 +164,8 @@ struct donto_coord {
     int64_t (*now_ms)(void *);
     void *clock_ctx;
     int port;
+    /* HTTPS: our copies of the PEM text, alive as long as the daemon. */
+    char *tls_cert, *tls_key;
     /* Requests in flight, for the drain at stop. */
     pthread_mutex_t mu;
     pthread_cond_t idle_cv;
@@ -467,6 +469,9 @@ static answer do_report(donto_coord *c, donto_store *s, const request *r) {
 
 /* Rows of the contributor and report lists shown by /stats. */
 #define STATS_LIST_MAX 20
+/* The throughput series of /stats: one hour, per minute. */
+#define STATS_SERIES_MINUTES 60
+#define STATS_RATE_MINUTES 5
 
 /* Per-target counts, plus whatever else the store offers (rate,
  * contributors, recent reports); an optional part that fails is logged and
@@ -487,9 +492,21 @@ static answer do_stats(donto_coord *c, donto_store *s) {
         else DLOG_WARN("coord: stats: items per minute: %s", e.msg);
     }
     if (s->ops->contributors) {
-        if (s->ops->contributors(s, STATS_LIST_MAX, &con, &ncon, &e) == 0)
-            x.have_contributors = 1, x.contributors = con, x.n_contributors = ncon;
+        /* A contributor's rate: its vectors in the STATS_RATE_MINUTES whole
+         * minutes before the current one plus the current one so far,
+         * divided by exactly that span. */
+        int64_t since = (now / 60000 - STATS_RATE_MINUTES) * 60000;
+        if (s->ops->contributors(s, STATS_LIST_MAX, since, &con, &ncon, &e) == 0)
+            x.have_contributors = 1, x.contributors = con, x.n_contributors = ncon,
+            x.recent_minutes = (double)(now - since) / 60000.0;
         else DLOG_WARN("coord: stats: contributors: %s", e.msg);
+    }
+    int64_t series[STATS_SERIES_MINUTES];
+    if (s->ops->series) {
+        int64_t start = now / 60000 - (STATS_SERIES_MINUTES - 1);
+        if (s->ops->series(s, start, STATS_SERIES_MINUTES, series, &e) == 0)
+            x.have_series = 1, x.series = series, x.n_series = STATS_SERIES_MINUTES, x.series_start_min = start;
+        else DLOG_WARN("coord: stats: per-minute series: %s", e.msg);
     }
     if (s->ops->reports_recent) {
         if (s->ops->reports_recent(s, STATS_LIST_MAX, &rep, &nrep, &e) == 0)
@@ -523,7 +540,7 @@ static answer do_metrics(donto_coord *c, donto_store *s) {
         else DLOG_WARN("coord: metrics: items per minute: %s", e.msg);
     }
     if (s->ops->contributors) {
-        if (s->ops->contributors(s, METRICS_CONTRIBUTORS_MAX, &con, &ncon, &e) == 0) have_con = 1;
+        if (s->ops->contributors(s, METRICS_CONTRIBUTORS_MAX, 0, &con, &ncon, &e) == 0) have_con = 1;
         else DLOG_WARN("coord: metrics: contributors: %s", e.msg);
     }
     unsigned long long hits[R_N + 1][N_STATUS];
@@ -776,6 +793,27 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     if (v6) flags |= MHD_USE_IPv6;
     unsigned timeout = cfg->conn_timeout_s ? cfg->conn_timeout_s : 60;
+    /* HTTPS options go in an option array so plain HTTP passes none. */
+    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+    if (!cfg->tls_cert_pem != !cfg->tls_key_pem) {
+        donto_seterr(err, "TLS needs both a certificate and a key");
+        goto fail;
+    }
+    if (cfg->tls_cert_pem) {
+        if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) {
+            donto_seterr(err, "this libmicrohttpd was built without TLS support");
+            goto fail;
+        }
+        c->tls_cert = strdup(cfg->tls_cert_pem);
+        c->tls_key = strdup(cfg->tls_key_pem);
+        if (!c->tls_cert || !c->tls_key) {
+            donto_seterr(err, "out of memory");
+            goto fail;
+        }
+        flags |= MHD_USE_TLS;
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, c->tls_cert};
+        tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, c->tls_key};
+    }
     /* One thread: MHD's own polling thread serves everything (it warns
      * about a pool of one). More: a pool of polling threads. */
     c->d = MHD_start_daemon(flags, 0, NULL, NULL, &on_request, c,
@@ -783,16 +821,21 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
                             MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&ss,
                             MHD_OPTION_CONNECTION_TIMEOUT, timeout,
                             MHD_OPTION_NOTIFY_COMPLETED, &on_completed, c,
+                            MHD_OPTION_ARRAY, tls,
                             threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (unsigned)threads,
                             MHD_OPTION_END);
     if (!c->d) {
-        donto_seterr(err, "cannot listen on %s (address in use or not local?)", cfg->listen);
+        if (c->tls_cert)
+            donto_seterr(err, "cannot listen on %s (address in use or not local, or the TLS certificate/key "
+                              "is not valid PEM or they do not match: see the log)", cfg->listen);
+        else
+            donto_seterr(err, "cannot listen on %s (address in use or not local?)", cfg->listen);
         goto fail;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(c->d, MHD_DAEMON_INFO_BIND_PORT);
     c->port = info ? (int)info->port : 0;
-    DLOG_INFO("coord: serving %s/{lease,submit,release,report,health,stats,metrics,admin} on %s (port %d), %d threads, %d store handles",
-              c->base, cfg->listen, c->port, threads, pool);
+    DLOG_INFO("coord: serving %s/{lease,submit,release,report,health,stats,metrics,admin} on %s%s (port %d), %d threads, %d store handles",
+              c->base, c->tls_cert ? "https://" : "", cfg->listen, c->port, threads, pool);
     *out = c;
     return 0;
 fail:
@@ -801,6 +844,8 @@ fail:
     pthread_cond_destroy(&c->idle_cv);
     pthread_mutex_destroy(&c->pool.mu);
     pthread_cond_destroy(&c->pool.cv);
+    free(c->tls_cert);
+    free(c->tls_key);
     free(c->base);
     free(c);
     return -1;
@@ -831,6 +876,8 @@ void donto_coord_stop(donto_coord *c, double drain_s) {
     pthread_mutex_destroy(&c->pool.mu);
     pthread_cond_destroy(&c->pool.cv);
     DLOG_INFO("coord: stopped");
+    free(c->tls_cert);
+    free(c->tls_key);
     free(c->base);
     free(c);
 }

@@ -26,7 +26,7 @@
 
 enum {
     Q_LEASE_ANY, Q_LEASE_TARGET, Q_SUB_LOCK, Q_SUB_VEC, Q_MODEL_GET, Q_MODEL_ADD,
-    Q_SUB_WRITE, Q_CONTRIB, Q_RELEASE, Q_REPORT, Q_STATS_VEC, Q_STATS_QUEUE,
+    Q_SUB_WRITE, Q_CONTRIB, Q_MINUTE, Q_SERIES, Q_MIN_PRUNE, Q_RELEASE, Q_REPORT, Q_STATS_VEC, Q_STATS_QUEUE,
     Q_SINCE, Q_CONTRIB_LIST, Q_REPORTS, Q_TOK_ADD, Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST,
     Q_MIG_HAS, Q_MIG_ADD, Q_N
 };
@@ -91,9 +91,18 @@ static const struct {
                        "count(*) FILTER (WHERE lease_expires > $1) FROM queue GROUP BY target",
                        1},
     [Q_SINCE] = {"SELECT count(*) FROM vectors WHERE created >= $1", 1},
-    [Q_CONTRIB_LIST] = {"SELECT worker_id, total, rejected, last_seen FROM contributors "
-                        "ORDER BY total DESC, worker_id LIMIT $1",
-                        1},
+    [Q_MINUTE] = {"INSERT INTO contributor_minutes (worker_id, minute, n) VALUES ($1, $2, $3) "
+                  "ON CONFLICT (worker_id, minute) DO UPDATE SET n = contributor_minutes.n + EXCLUDED.n",
+                  3},
+    [Q_SERIES] = {"SELECT minute, sum(n)::bigint FROM contributor_minutes WHERE minute >= $1 AND minute < $2 "
+                  "GROUP BY minute",
+                  2},
+    [Q_MIN_PRUNE] = {"DELETE FROM contributor_minutes WHERE minute < $1", 1},
+    [Q_CONTRIB_LIST] = {"SELECT c.worker_id, c.total, c.rejected, c.last_seen, coalesce(r.n, 0)::bigint "
+                        "FROM contributors c LEFT JOIN (SELECT worker_id, sum(n) AS n FROM "
+                        "contributor_minutes WHERE minute >= $2 GROUP BY worker_id) r "
+                        "ON r.worker_id = c.worker_id ORDER BY c.total DESC, c.worker_id LIMIT $1",
+                        2},
     [Q_REPORTS] = {"SELECT id, worker_id, kind, message, created FROM reports "
                    "ORDER BY created DESC, id DESC LIMIT $1",
                    1},
@@ -134,6 +143,10 @@ static const struct {
      "CREATE INDEX reports_created ON reports (created);"
      "CREATE TABLE contributors (worker_id TEXT PRIMARY KEY, total BIGINT NOT NULL DEFAULT 0,"
      " rejected BIGINT NOT NULL DEFAULT 0, last_seen BIGINT NOT NULL DEFAULT 0);"},
+    {4, "throughput per contributor and minute",
+     "CREATE TABLE contributor_minutes (worker_id TEXT NOT NULL, minute BIGINT NOT NULL,"
+     " n BIGINT NOT NULL, PRIMARY KEY (worker_id, minute));"
+     "CREATE INDEX contributor_minutes_minute ON contributor_minutes (minute);"},
 };
 
 #define MODEL_CACHE 8
@@ -636,6 +649,15 @@ static int pg_submit_once(pg_store *s, const char *worker_id, const donto_submit
         if (!(q = pg_q(s, Q_CONTRIB, &c, "submit: contributor totals", err))) goto out;
         PQclear(q);
         q = NULL;
+        if (upserted > repeated) {
+            pgp m = {0};
+            p_text(&m, worker_id);
+            p_i64(&m, now_ms / 60000);
+            p_i64(&m, (int64_t)(upserted - repeated));
+            if (!(q = pg_q(s, Q_MINUTE, &m, "submit: throughput", err))) goto out;
+            PQclear(q);
+            q = NULL;
+        }
     }
     if (pg_cmd(s, "COMMIT", err)) goto out;
     res->upserted = upserted;
@@ -781,7 +803,7 @@ static int pg_embedded_since(donto_store *b, int64_t since_ms, int64_t *count, d
     return 0;
 }
 
-static int pg_contributors(donto_store *b, int limit, donto_contributor **out, size_t *n,
+static int pg_contributors(donto_store *b, int limit, int64_t since_ms, donto_contributor **out, size_t *n,
                            donto_err *err) {
     pg_store *s = (pg_store *)b;
     *out = NULL;
@@ -789,6 +811,7 @@ static int pg_contributors(donto_store *b, int limit, donto_contributor **out, s
     if (pg_ready(s, err)) return -1;
     pgp p = {0};
     p_i64(&p, limit);
+    p_i64(&p, since_ms / 60000);
     PGresult *r = pg_q(s, Q_CONTRIB_LIST, &p, "list contributors", err);
     if (!r) return -1;
     int rows = PQntuples(r);
@@ -798,8 +821,31 @@ static int pg_contributors(donto_store *b, int limit, donto_contributor **out, s
         (*out)[i].total = i64(r, i, 1);
         (*out)[i].rejected = i64(r, i, 2);
         (*out)[i].last_seen = i64(r, i, 3);
+        (*out)[i].recent = i64(r, i, 4);
     }
     *n = (size_t)rows;
+    PQclear(r);
+    return 0;
+}
+
+static int pg_series(donto_store *b, int64_t since_min, int nmin, int64_t *counts, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    if (nmin < 0) return donto_seterr(err, "postgres: series: negative length");
+    memset(counts, 0, (size_t)nmin * sizeof *counts);
+    if (pg_ready(s, err)) return -1;
+    pgp p = {0};
+    p_i64(&p, since_min - 60);
+    PGresult *r = pg_q(s, Q_MIN_PRUNE, &p, "series: prune", err);
+    if (!r) return -1;
+    PQclear(r);
+    pgp q = {0};
+    p_i64(&q, since_min);
+    p_i64(&q, since_min + nmin);
+    if (!(r = pg_q(s, Q_SERIES, &q, "series", err))) return -1;
+    for (int i = 0; i < PQntuples(r); i++) {
+        int64_t m = i64(r, i, 0) - since_min;
+        if (m >= 0 && m < nmin) counts[m] = i64(r, i, 1);
+    }
     PQclear(r);
     return 0;
 }
@@ -924,6 +970,7 @@ static const donto_store_ops PG_OPS = {
     .stats = pg_stats,
     .embedded_since = pg_embedded_since,
     .contributors = pg_contributors,
+    .series = pg_series,
     .reports_recent = pg_reports_recent,
     .token_add = pg_token_add,
     .token_check = pg_token_check,

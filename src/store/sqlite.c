@@ -15,7 +15,7 @@
 
 enum {
     Q_LEASE_ANY, Q_LEASE_TARGET, Q_SEQ_GET, Q_SEQ_SET, Q_LEASE_SET, Q_ENQ, Q_SUB_QUEUE,
-    Q_SUB_VEC, Q_MODEL_GET, Q_MODEL_ADD, Q_VEC_UPSERT, Q_QUEUE_DEL, Q_CONTRIB, Q_RELEASE,
+    Q_SUB_VEC, Q_MODEL_GET, Q_MODEL_ADD, Q_VEC_UPSERT, Q_QUEUE_DEL, Q_CONTRIB, Q_MINUTE, Q_SERIES, Q_MIN_PRUNE, Q_RELEASE,
     Q_REPORT, Q_STATS_VEC, Q_STATS_QUEUE, Q_SINCE, Q_CONTRIB_LIST, Q_REPORTS, Q_TOK_ADD,
     Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST, Q_MIG_HAS, Q_MIG_ADD, Q_N
 };
@@ -51,6 +51,11 @@ static const char *const SQL[Q_N] = {
                   "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (worker_id) DO UPDATE SET "
                   "total = total + excluded.total, rejected = rejected + excluded.rejected, "
                   "last_seen = max(last_seen, excluded.last_seen)",
+    [Q_MINUTE] = "INSERT INTO contributor_minutes (worker_id, minute, n) VALUES (?1, ?2, ?3) "
+                 "ON CONFLICT (worker_id, minute) DO UPDATE SET n = n + excluded.n",
+    [Q_SERIES] = "SELECT minute, sum(n) FROM contributor_minutes WHERE minute >= ?1 AND minute < ?2 "
+                 "GROUP BY minute",
+    [Q_MIN_PRUNE] = "DELETE FROM contributor_minutes WHERE minute < ?1",
     [Q_RELEASE] = "UPDATE queue SET lease_owner = NULL, lease_expires = 0 WHERE target = ?1 AND "
                   "item_id = ?2 AND (?3 IS NULL OR model = ?3) AND lease_owner = ?4 AND "
                   "(?5 = 0 OR lease_id = ?5)",
@@ -59,8 +64,10 @@ static const char *const SQL[Q_N] = {
     [Q_STATS_QUEUE] = "SELECT target, sum(lease_expires <= ?1), sum(lease_expires > ?1) "
                       "FROM queue GROUP BY target",
     [Q_SINCE] = "SELECT count(*) FROM vectors WHERE created >= ?1",
-    [Q_CONTRIB_LIST] = "SELECT worker_id, total, rejected, last_seen FROM contributors "
-                       "ORDER BY total DESC, worker_id LIMIT ?1",
+    [Q_CONTRIB_LIST] = "SELECT c.worker_id, c.total, c.rejected, c.last_seen, coalesce(r.n, 0) "
+                       "FROM contributors c LEFT JOIN (SELECT worker_id, sum(n) AS n FROM "
+                       "contributor_minutes WHERE minute >= ?2 GROUP BY worker_id) r "
+                       "ON r.worker_id = c.worker_id ORDER BY c.total DESC, c.worker_id LIMIT ?1",
     [Q_REPORTS] = "SELECT id, worker_id, kind, message, created FROM reports "
                   "ORDER BY created DESC, id DESC LIMIT ?1",
     [Q_TOK_ADD] = "INSERT INTO tokens (name, hash, role, created) VALUES (?1, ?2, ?3, ?4)",
@@ -105,6 +112,10 @@ static const struct {
      "CREATE INDEX reports_created ON reports (created);"
      "CREATE TABLE contributors (worker_id TEXT PRIMARY KEY, total INTEGER NOT NULL DEFAULT 0,"
      " rejected INTEGER NOT NULL DEFAULT 0, last_seen INTEGER NOT NULL DEFAULT 0);"},
+    {4, "throughput per contributor and minute",
+     "CREATE TABLE contributor_minutes (worker_id TEXT NOT NULL, minute INTEGER NOT NULL,"
+     " n INTEGER NOT NULL, PRIMARY KEY (worker_id, minute));"
+     "CREATE INDEX contributor_minutes_minute ON contributor_minutes (minute);"},
 };
 
 #define MODEL_CACHE 8
@@ -463,6 +474,13 @@ static int sq_submit(donto_store *b, const char *worker_id, const donto_submit_i
         sqlite3_bind_int64(st, 3, (int64_t)rejected);
         sqlite3_bind_int64(st, 4, now_ms);
         if (sq_run(s, st, "submit: contributor totals", err)) goto fail;
+        if (upserted > repeated) {
+            if (!(st = sq_get(s, Q_MINUTE, err))) goto fail;
+            bind_text(st, 1, worker_id);
+            sqlite3_bind_int64(st, 2, now_ms / 60000);
+            sqlite3_bind_int64(st, 3, (int64_t)(upserted - repeated));
+            if (sq_run(s, st, "submit: throughput", err)) goto fail;
+        }
     }
     if (sq_commit(s, err)) goto fail;
     free(buf);
@@ -559,7 +577,7 @@ static int sq_embedded_since(donto_store *b, int64_t since_ms, int64_t *count, d
     return rc == SQLITE_ROW ? 0 : sq_fail(s, err, "count recent vectors");
 }
 
-static int sq_contributors(donto_store *b, int limit, donto_contributor **out, size_t *n,
+static int sq_contributors(donto_store *b, int limit, int64_t since_ms, donto_contributor **out, size_t *n,
                            donto_err *err) {
     sq_store *s = (sq_store *)b;
     *out = NULL;
@@ -567,6 +585,7 @@ static int sq_contributors(donto_store *b, int limit, donto_contributor **out, s
     sqlite3_stmt *st = sq_get(s, Q_CONTRIB_LIST, err);
     if (!st) return -1;
     sqlite3_bind_int(st, 1, limit);
+    sqlite3_bind_int64(st, 2, since_ms / 60000);
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -576,6 +595,7 @@ static int sq_contributors(donto_store *b, int limit, donto_contributor **out, s
         c->total = sqlite3_column_int64(st, 1);
         c->rejected = sqlite3_column_int64(st, 2);
         c->last_seen = sqlite3_column_int64(st, 3);
+        c->recent = sqlite3_column_int64(st, 4);
     }
     sq_done(st);
     if (rc != SQLITE_DONE) {
@@ -585,6 +605,28 @@ static int sq_contributors(donto_store *b, int limit, donto_contributor **out, s
         return sq_fail(s, err, "list contributors");
     }
     return 0;
+}
+
+static int sq_series(donto_store *b, int64_t since_min, int nmin, int64_t *counts, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    if (nmin < 0) return donto_seterr(err, "sqlite: series: negative length");
+    memset(counts, 0, (size_t)nmin * sizeof *counts);
+    sqlite3_stmt *st = sq_get(s, Q_MIN_PRUNE, err);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, since_min - 60);
+    int rc = sqlite3_step(st);
+    sq_done(st);
+    /* A prune that loses to a busy writer is retried by the next call. */
+    if (rc != SQLITE_DONE && rc != SQLITE_BUSY) return sq_fail(s, err, "series: prune");
+    if (!(st = sq_get(s, Q_SERIES, err))) return -1;
+    sqlite3_bind_int64(st, 1, since_min);
+    sqlite3_bind_int64(st, 2, since_min + nmin);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t m = sqlite3_column_int64(st, 0) - since_min;
+        if (m >= 0 && m < nmin) counts[m] = sqlite3_column_int64(st, 1);
+    }
+    sq_done(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(s, err, "series");
 }
 
 static int sq_reports_recent(donto_store *b, int limit, donto_report **out, size_t *n,
@@ -714,6 +756,7 @@ static const donto_store_ops SQ_OPS = {
     .stats = sq_stats,
     .embedded_since = sq_embedded_since,
     .contributors = sq_contributors,
+    .series = sq_series,
     .reports_recent = sq_reports_recent,
     .token_add = sq_token_add,
     .token_check = sq_token_check,

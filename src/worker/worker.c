@@ -177,6 +177,7 @@ static long http_post(wstate *w, whttp *h, const char *route, const char *body) 
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(w->c->connect_timeout_s * 1000));
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(w->c->request_timeout_s * 1000));
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (w->c->ca_file) curl_easy_setopt(c, CURLOPT_CAINFO, w->c->ca_file);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, h);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);

@@ -184,7 +184,13 @@ def check_page(url, base, tok_a, tok_w, out_dir, timeout_ms):
                     check(int(txt) == stats[t][k], "page %s %s text %r" % (t, k, txt))
             ipm = page.get_attribute("#items-per-minute", "data-value")
             check(int(ipm) == stats["items_per_minute"], "page items/min %s, stats %s" % (ipm, stats["items_per_minute"]))
-            check(int(page.get_attribute("#throughput-chart", "data-samples")) >= 2, "chart has fewer than 2 samples")
+            # The chart draws the server's per-minute series of the last hour.
+            pm = stats.get("per_minute")
+            check(isinstance(pm, list) and len(pm) == 60, "stats per_minute: %r" % (pm,))
+            check(int(page.get_attribute("#throughput-chart", "data-samples")) == len(pm), "chart samples != series length")
+            check(int(page.get_attribute("#throughput-chart", "data-sum")) == sum(p["items"] for p in pm),
+                  "chart sum %s != series sum" % page.get_attribute("#throughput-chart", "data-sum"))
+            check(sum(p["items"] for p in pm) == 4, "series holds %d accepted vectors, want 4" % sum(p["items"] for p in pm))
 
             rows = page.eval_on_selector_all(
                 "#contributors tbody tr",
@@ -192,6 +198,7 @@ def check_page(url, base, tok_a, tok_w, out_dir, timeout_ms):
                         name: r.querySelector('[data-field=worker_id]').textContent,
                         total: Number(r.querySelector('[data-field=total]').getAttribute('data-value')),
                         rejected: Number(r.querySelector('[data-field=rejected]').getAttribute('data-value')),
+                        rate: Number(r.querySelector('[data-field=items_per_minute]').getAttribute('data-value')),
                         seen: Number(r.querySelector('[data-field=last_seen]').getAttribute('data-value'))}))""")
             want = {c["worker_id"]: c for c in stats["contributors"]}
             check(len(rows) == len(want) and len(want) == 2, "contributors: page %d rows, stats %d" % (len(rows), len(want)))
@@ -201,6 +208,8 @@ def check_page(url, base, tok_a, tok_w, out_dir, timeout_ms):
                 check(r["name"] == r["w"], "contributor name shown as %r" % r["name"])
                 check(r["total"] == c["total"] and r["rejected"] == c["rejected"] and r["seen"] == c["last_seen_ms"],
                       "contributor %r: page %r, stats %r" % (r["w"], r, c))
+                check(abs(r["rate"] - c["items_per_minute"]) < 1e-3 and c["items_per_minute"] > 0,
+                      "contributor %r items/min: page %r, stats %r" % (r["w"], r["rate"], c["items_per_minute"]))
             check(want[W1]["total"] == 3 and want[W1]["rejected"] == 1 and want[W2]["total"] == 1,
                   "stats contributors: %r" % stats["contributors"])
 
