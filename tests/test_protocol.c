@@ -227,6 +227,84 @@ static char *member_b64(const float *v, size_t n) {
         free(m_);                                                                         \
     } while (0)
 
+/* The base64 fast path (lift_b64 in protocol.c) must give exactly what a
+ * plain jansson parse gives: placeholders cannot be forged, escapes fall
+ * back to the plain parse, errors point into the client's own text. */
+static void test_b64_lift(void) {
+    float v[384];
+    unit(v, 384, 21);
+    char *b = donto_proto_f32_b64(v, 384);
+    size_t bl = strlen(b);
+    char *body = malloc(4 * bl + 1024);
+    donto_items_req r;
+    donto_err e = {{0}};
+    /* Three items: a real vector, a literal placeholder, a real one again,
+     * with odd spacing around the colons. */
+    sprintf(body, "{\"worker_id\":\"w\",\"items\":[{\"target\":\"claim\",\"item_id\":\"a\",\"vector_b64\" :  \"%s\"},"
+                  "{\"target\":\"claim\",\"item_id\":\"b\",\"vector_b64\":\"*0\"},"
+                  "{\"vector_b64\"\n:\t\"%s\",\"target\":\"claim\",\"item_id\":\"c\"}]}",
+            b, b);
+    CHECK(parse_submit_s(body, &r, &e) == 0 && r.n == 3, "three items: %s", e.msg);
+    if (r.n == 3) {
+        CHECK(!r.items[0].reason && !memcmp(r.items[0].vector, v, sizeof v), "item a: %s", r.items[0].reason);
+        CHECK(r.items[1].reason && !strcmp(r.items[1].reason, "bad_base64"), "a literal \"*0\" is not a placeholder: %s",
+              r.items[1].reason ? r.items[1].reason : "accepted");
+        CHECK(!r.items[2].reason && !memcmp(r.items[2].vector, v, sizeof v), "item c");
+    }
+    donto_items_req_free(&r);
+    /* An escaped key that spells vector_b64 with a literal "*0": the plain
+     * parse, so "*0" is base64 (bad), not the first item's vector. */
+    sprintf(body, "{\"worker_id\":\"w\",\"items\":[{\"target\":\"claim\",\"item_id\":\"a\",\"vector_b64\":\"%s\"},"
+                  "{\"target\":\"claim\",\"item_id\":\"b\",\"vector\\u005fb64\":\"*0\"}]}",
+            b);
+    CHECK(parse_submit_s(body, &r, &e) == 0 && r.n == 2, "escaped key: %s", e.msg);
+    if (r.n == 2) {
+        CHECK(!r.items[0].reason, "escaped key: item a %s", r.items[0].reason);
+        CHECK(r.items[1].reason && !strcmp(r.items[1].reason, "bad_base64"), "escaped key forges nothing: %s",
+              r.items[1].reason ? r.items[1].reason : "accepted");
+    }
+    donto_items_req_free(&r);
+    /* Escaped slashes in the value ("\/" is "/"): decoded as jansson decodes them. */
+    char *esc = malloc(2 * bl + 1);
+    size_t k = 0;
+    for (size_t i = 0; i < bl; i++) {
+        if (b[i] == '/') esc[k++] = '\\';
+        esc[k++] = b[i];
+    }
+    esc[k] = 0;
+    if (k > bl) { /* this vector's base64 has a '/' */
+        sprintf(body, "{\"worker_id\":\"w\",\"items\":[{\"target\":\"claim\",\"item_id\":\"a\",\"vector_b64\":\"%s\"}]}", esc);
+        CHECK(parse_submit_s(body, &r, &e) == 0 && r.n == 1 && !r.items[0].reason &&
+                  !memcmp(r.items[0].vector, v, sizeof v),
+              "escaped slashes: %s", e.msg);
+        donto_items_req_free(&r);
+    } else {
+        CHECK(0, "test vector has no '/' in its base64; pick another seed");
+    }
+    free(esc);
+    /* A syntax error after a long vector: the column is the client's. */
+    sprintf(body, "{\"worker_id\":\"w\",\"items\":[{\"target\":\"claim\",\"item_id\":\"a\",\"vector_b64\":\"%s\"}] x}", b);
+    CHECK(parse_submit_s(body, &r, &e) == -1, "syntax error");
+    const char *col = strstr(e.msg, "column ");
+    CHECK(col && atoi(col + 7) > (int)bl, "error column %s is not in the client's text (vector is %zu chars)", e.msg, bl);
+    /* An unterminated vector string, and a key with no value: errors, no crash. */
+    sprintf(body, "{\"worker_id\":\"w\",\"items\":[{\"vector_b64\":\"%.100s", b);
+    CHECK(parse_submit_s(body, &r, &e) == -1, "unterminated");
+    CHECK(parse_submit_s("{\"vector_b64\":", &r, &e) == -1, "dangling key");
+    CHECK(parse_submit_s("{\"vector_b64\"", &r, &e) == -1, "dangling key 2");
+    /* Many backslashes: linear time (a quadratic scan would not finish). */
+    size_t big = 8u << 20;
+    char *bs = malloc(big + 64);
+    strcpy(bs, "{\"worker_id\":\"");
+    size_t o = strlen(bs);
+    for (size_t i = 0; i < big / 2; i++) bs[o++] = '\\', bs[o++] = 'n';
+    strcpy(bs + o, "\",\"items\":[]}");
+    CHECK(parse_submit_s(bs, &r, &e) == -1, "an 8 MB worker_id is refused: %s", e.msg);
+    free(bs);
+    free(body);
+    free(b);
+}
+
 static void test_submit_vectors(void) {
     float v[10000];
     unit(v, 384, 2);
@@ -476,6 +554,27 @@ static void test_b64(void) {
     CHECK(donto_proto_b64_f32("AACAPw=", 7, NULL, 0, &nf) == -1, "bad padding length");
     CHECK(donto_proto_b64_f32("AACAP===", 8, NULL, 0, &nf) == -1, "three pads");
     CHECK(donto_proto_b64_f32("AAC\nAPw==", 9, NULL, 0, &nf) == -1, "newline");
+    /* A full-size vector of arbitrary bit patterns round-trips, and one byte
+     * outside the alphabet anywhere (decode path, right length) fails it. */
+    uint32_t bits[384];
+    unsigned x = 12345;
+    for (int i = 0; i < 384; i++) x = x * 1103515245u + 12345u, bits[i] = x ^ (x >> 13) * 2654435761u;
+    char *b = donto_proto_f32_b64((const float *)bits, 384);
+    float back[384];
+    CHECK(b && donto_proto_b64_f32(b, strlen(b), back, 384, &nf) == 0 && nf == 384 && !memcmp(bits, back, sizeof bits),
+          "384 arbitrary floats round-trip bit for bit");
+    size_t bl = b ? strlen(b) : 0;
+    const char bad[] = {'!', '-', '_', '\0', (char)0x80, (char)0xff, '='};
+    for (size_t pos = 0; b && pos < bl - 2; pos += pos < 8 ? 1 : 97) {
+        for (size_t k = 0; k < sizeof bad; k++) {
+            char save = b[pos];
+            b[pos] = bad[k];
+            CHECK(donto_proto_b64_f32(b, bl, back, 384, &nf) == -1, "byte 0x%02x at %zu accepted",
+                  (unsigned char)bad[k], pos);
+            b[pos] = save;
+        }
+    }
+    free(b);
 }
 
 static void test_responses(void) {
@@ -551,6 +650,7 @@ int main(void) {
     test_release();
     test_report();
     test_b64();
+    test_b64_lift();
     test_responses();
     return check_report("test_protocol");
 }

@@ -486,15 +486,35 @@ static void sb_text(sbuf *b, const char *s) {
     sb_str(b, "\"");
 }
 /* bytea element in hex input form: "\\x0a1b.." inside the array literal. */
-static void sb_bytea(sbuf *b, const unsigned char *v, size_t n) {
-    static const char hex[] = "0123456789abcdef";
-    sb_sep(b);
-    sb_str(b, "\"\\\\x");
-    for (size_t i = 0; i < n; i++) {
-        char h[2] = {hex[v[i] >> 4], hex[v[i] & 15]};
-        sb_put(b, h, 2);
+/* The vectors of a submit as one bytea[] parameter in PostgreSQL's binary
+ * array format (array_recv): no hex to write here nor to parse there, for
+ * what is the bulk of a submit's bytes (1,536 per 384-d vector). Layout,
+ * all integers big-endian: ndim = 1, has_null = 0, element type oid
+ * (bytea = 17), length, lower bound = 1, then per element its byte length
+ * and bytes. */
+#define BYTEA_OID 17u
+static void sb_be32(sbuf *b, uint32_t x) {
+    unsigned char c[4] = {(unsigned char)(x >> 24), (unsigned char)(x >> 16), (unsigned char)(x >> 8),
+                          (unsigned char)x};
+    sb_put(b, (const char *)c, 4);
+}
+static void sb_bytea_array_head(sbuf *b, size_t count) {
+    sb_be32(b, 1);
+    sb_be32(b, 0);
+    sb_be32(b, BYTEA_OID);
+    sb_be32(b, (uint32_t)count);
+    sb_be32(b, 1);
+}
+/* One element: a vector as little-endian float32 bytes. */
+static void sb_bytea_f32(sbuf *b, const float *v, int dims) {
+    size_t n = (size_t)dims * 4;
+    sb_be32(b, (uint32_t)n);
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->p = donto_xrealloc(b->p, b->cap);
     }
-    sb_str(b, "\"");
+    donto_f32_to_le(v, dims, (unsigned char *)b->p + b->len);
+    b->len += n;
 }
 
 /* One attempt at the whole submit transaction:
@@ -514,8 +534,6 @@ static int pg_submit_once(pg_store *s, const char *worker_id, const donto_submit
     int *best = donto_xcalloc(n ? n : 1, sizeof *best);   /* row in q, or -1 */
     int *score = donto_xcalloc(n ? n : 1, sizeof *score);
     unsigned char *accept = donto_xcalloc(n ? n : 1, 1);
-    unsigned char *vec = NULL;
-    size_t veccap = 0;
     sbuf at = {0}, ai = {0}, am = {0}, ad = {0}, av = {0}, al = {0};
 
     for (size_t i = 0; i < n; i++) {
@@ -608,31 +626,28 @@ static int pg_submit_once(pg_store *s, const char *worker_id, const donto_submit
     q = NULL;
     if (nacc) {
         at.len = ai.len = am.len = 0;
+        sb_bytea_array_head(&av, nacc);
         for (size_t i = 0; i < n; i++) {
             if (!accept[i]) continue;
             const donto_submit_item *it = &items[i];
-            size_t need = (size_t)it->dims * 4;
-            if (need > veccap) vec = donto_xrealloc(vec, veccap = need);
-            donto_f32_to_le(it->vector, it->dims, vec);
             sb_i64(&at, it->target);
             sb_text(&ai, it->item_id);
             sb_text(&am, model[i]);
             sb_i64(&ad, it->dims);
-            sb_bytea(&av, vec, need);
+            sb_bytea_f32(&av, it->vector, it->dims);
             sb_i64(&al, it->lease_id);
         }
         sb_end(&at);
         sb_end(&ai);
         sb_end(&am);
         sb_end(&ad);
-        sb_end(&av);
         sb_end(&al);
         pgp w = {0};
         p_text(&w, at.p);
         p_text(&w, ai.p);
         p_text(&w, am.p);
         p_text(&w, ad.p);
-        p_text(&w, av.p);
+        p_bin(&w, av.p, av.len);
         p_text(&w, al.p);
         p_text(&w, worker_id);
         p_i64(&w, now_ms);
@@ -671,7 +686,6 @@ out:
     free(best);
     free(score);
     free(accept);
-    free(vec);
     free(at.p);
     free(ai.p);
     free(am.p);
