@@ -16,6 +16,7 @@ static void usage(FILE *f) {
             "  model fetch    download the model from the Hugging Face hub (SHA-256 checked)\n"
             "  serve          the coordinator: the embedding work queue over HTTP\n"
             "  migrate        apply the work queue's database migrations\n"
+            "  status         queue and coverage figures per target, straight from the database\n"
             "  token          add, list or revoke the coordinator's bearer tokens\n"
             "  work           the worker: lease texts, embed them, submit the vectors\n"
             "  version        print the version\n"
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "search")) return donto_search_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return donto_serve_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "migrate")) return donto_migrate_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "status")) return donto_status_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "token")) return donto_token_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "work")) return donto_work_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "model")) {

@@ -970,7 +970,6 @@ static void test_cli(void) {
           "token list: %s", out);
     char *help[] = {exe, "serve", "--help", NULL};
     CHECK(run_out(help, out, sizeof out) == 0 && strstr(out, "--max-body"), "serve --help");
-
     char *serve[] = {exe, "serve", "--db", db, "--listen", "127.0.0.1:0", "--threads", "2", "--pool", "2", NULL};
     int fd;
     pid_t pid = spawn_piped(serve, 2, &fd);
@@ -1001,6 +1000,31 @@ static void test_cli(void) {
     read_some(fd, log, sizeof log, have, 2, NULL);
     close(fd);
     CHECK(rc == 0 && strstr(log, "stopped"), "serve after SIGTERM: rc %d, log:\n%s", rc, log);
+    /* status: the queue's figures from the database, as text and as JSON. */
+    {
+        donto_store *s = NULL;
+        donto_err e = {{0}};
+        CHECK(donto_store_open(db, &s, &e) == 0, "open: %s", e.msg);
+        donto_enqueue_item q[3] = {{DONTO_TARGET_CLAIM, "c1", "x", "BAAI/bge-small-en-v1.5"},
+                                   {DONTO_TARGET_CLAIM, "c2", "y", "BAAI/bge-small-en-v1.5"},
+                                   {DONTO_TARGET_ENTITY, "e1", "z", "BAAI/bge-small-en-v1.5"}};
+        size_t added = 0;
+        CHECK(s && s->ops->enqueue(s, q, 3, &added, &e) == 0 && added == 3, "enqueue: %s", e.msg);
+        donto_store_close(s);
+        char *st[] = {exe, "status", "--db", db, "--json", NULL};
+        CHECK(run_out(st, out, sizeof out) == 0, "status --json");
+        json_t *j = json_loads(out, 0, NULL);
+        CHECK(json_integer_value(json_object_get(json_object_get(j, "claim"), "pending")) == 2 &&
+                  json_integer_value(json_object_get(json_object_get(j, "entity"), "total")) == 1 &&
+                  json_integer_value(json_object_get(j, "items_per_minute")) == 0,
+              "status --json: %s", out);
+        json_decref(j);
+        char *st2[] = {exe, "status", "--db", db, NULL};
+        CHECK(run_out(st2, out, sizeof out) == 0 && strstr(out, "memory_chunk") && strstr(out, "claim"), "status: %s", out);
+        char *bad[] = {exe, "status", "--db", "/nonexistent-dir/q.db", NULL};
+        CHECK(run_out(bad, out, sizeof out) == 1, "status on a missing database fails");
+    }
+
     char side[1200];
     unlink(db);
     snprintf(side, sizeof side, "%s-wal", db);

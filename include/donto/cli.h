@@ -15,6 +15,7 @@ int donto_search_cmd(int argc, char **argv);
 /* The coordinator (src/cli/serve_cmd.c): serve, migrate, token add|list|revoke. */
 int donto_serve_cmd(int argc, char **argv);
 int donto_migrate_cmd(int argc, char **argv);
+int donto_status_cmd(int argc, char **argv);
 int donto_token_cmd(int argc, char **argv);
 /* The embedding worker (src/cli/work_cmd.c, logic in src/worker/). */
 int donto_work_cmd(int argc, char **argv);

@@ -20,6 +20,7 @@
 #include "donto/cli.h"
 #include "donto/coord.h"
 #include "donto/store.h"
+#include "coord/protocol.h"
 
 #ifndef DONTO_VERSION
 #define DONTO_VERSION "unknown"
@@ -227,6 +228,65 @@ int donto_migrate_cmd(int argc, char **argv) {
     }
     donto_store_close(s);
     fprintf(stderr, "donto-embed migrate: %s is up to date\n", db);
+    return 0;
+}
+
+/* ---- status -------------------------------------------------------------------- */
+
+/* The figures of /embed/stats without a server or a token: for operators
+ * on the database host and for scripts (make run's progress bar). */
+int donto_status_cmd(int argc, char **argv) {
+    static const struct option lo[] = {
+        {"db", required_argument, 0, 'd'}, {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *db = DONTO_STORE_DEFAULT_URL;
+    int json = 0, ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'd': db = optarg; break;
+        case 'j': json = 1; break;
+        case 'h':
+            printf("usage: donto-embed status --db URL [--json]\n\n"
+                   "Items per target (embedded, pending, leased, total) and vectors stored in the\n"
+                   "last minute, read from the database. --json: one JSON object, as /embed/stats.\n");
+            return 0;
+        default: fprintf(stderr, "usage: donto-embed status --db URL [--json]\n"); return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "donto-embed status: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    donto_err err = {{0}};
+    donto_store *s = NULL;
+    donto_target_stats st[DONTO_TARGET_N];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* leases expire in Unix ms */
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, per_min = 0;
+    if (donto_store_open(db, &s, &err) || s->ops->stats(s, now, st, &err) ||
+        s->ops->embedded_since(s, now - 60000, &per_min, &err)) {
+        fprintf(stderr, "donto-embed status: %s\n", err.msg);
+        donto_store_close(s);
+        return 1;
+    }
+    donto_store_close(s);
+    if (json) {
+        donto_stats_extra x = {.have_rate = 1, .per_minute = per_min};
+        char *j = donto_proto_stats_response(st, &x);
+        if (!j) {
+            fprintf(stderr, "donto-embed status: out of memory\n");
+            return 1;
+        }
+        printf("%s\n", j);
+        free(j);
+        return 0;
+    }
+    printf("%-13s %12s %12s %12s %12s %8s\n", "target", "embedded", "pending", "leased", "total", "done");
+    for (int t = 0; t < DONTO_TARGET_N; t++)
+        printf("%-13s %12lld %12lld %12lld %12lld %7.1f%%\n", donto_target_name((donto_target)t),
+               (long long)st[t].embedded, (long long)st[t].pending, (long long)st[t].leased, (long long)st[t].total,
+               st[t].total ? 100.0 * (double)st[t].embedded / (double)st[t].total : 0.0);
+    printf("vectors stored in the last minute: %lld\n", (long long)per_min);
     return 0;
 }
 
