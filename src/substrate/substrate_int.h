@@ -86,4 +86,10 @@ int sub_writer_add(sub_writer *w, sub_kind k, const char *const *cells, donto_er
 int sub_writer_flush(sub_writer *w, donto_err *err);
 void sub_writer_free(sub_writer *w);
 
+/* The content id of a statement (s, p, object, context g): what N-Quads,
+ * JSONL claims without an id and WordNet pointers are stored under. */
+void sub_content_id(const char *s, const char *p, const char *o_iri, const char *o_lit,
+                    const char *g, char out[37]);
+#define SUB_DEFAULT_CONTEXT "donto:default"
+
 #endif
