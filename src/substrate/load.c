@@ -136,7 +136,7 @@ static char *read_iri(const char **pp, const char **why) {
     char *o = donto_xmalloc(cap + 4), *q = o;
     for (;;) {
         char c = *p;
-        if (!c) {
+        if (!c || c == '\n' || c == '\r') {
             *why = "unterminated IRI (no '>')";
             free(o);
             return NULL;
@@ -282,7 +282,7 @@ static int nq_line(loader *L, const char *line) {
     }
     if (read_term(&p, &o, 1, &why)) goto bad;
     p = skip_ws(p);
-    if (*p != '.') {
+    if (*p && *p != '.' && *p != '\n' && *p != '\r' && *p != '#') {
         if (read_term(&p, &g, 0, &why)) goto bad;
         p = skip_ws(p);
     }
