@@ -284,11 +284,21 @@ static int pg_scan(donto_store *s, donto_target t, const char *model, const char
     return 0;
 }
 
-static int pg_queue_put(donto_store *s, donto_target t, const char *model, const char *const *ids,
-                        const char *const *texts, size_t n, size_t *added, donto_err *err) {
-    PGconn *c = conn_of(s);
+/* Still live when queued: an item retracted since the scan's snapshot is
+ * not queued (the retraction may already have run its queue delete). */
+static const char *const LIVE[DONTO_TARGET_N] = {
+    [DONTO_TARGET_CLAIM] = "AND EXISTS (SELECT 1 FROM donto_statement s WHERE "
+                           "s.statement_id = u.item_id::uuid AND upper_inf(s.tx_time)) ",
+    [DONTO_TARGET_PREDICATE] = "",
+    [DONTO_TARGET_ENTITY] = "",
+    [DONTO_TARGET_MEMORY_CHUNK] = "AND EXISTS (SELECT 1 FROM donto_memory_chunk c WHERE "
+                                  "c.chunk_id = u.item_id AND upper_inf(c.tx_time)) ",
+};
+
+/* COPY (id, text) rows into the staging table, then one INSERT .. SELECT. */
+static int queue_put_conn(PGconn *c, donto_target t, const char *model, const char *const *ids,
+                          const char *const *texts, size_t n, size_t *added, donto_err *err) {
     *added = 0;
-    if (!c) return donto_seterr(err, "postgres: no connection");
     if (n == 0) return 0;
     if (cmd(c, TMP_DDL, "staging tables", err) ||
         cmd(c, "TRUNCATE sub_tmp_q", "truncate staging", err))
@@ -298,20 +308,136 @@ static int pg_queue_put(donto_store *s, donto_target t, const char *model, const
     int rc = copy_rows(c, "COPY sub_tmp_q FROM STDIN", cells, n, 2, err);
     free(cells);
     if (rc) return -1;
-    char tnum[8];
+    char tnum[8], sql[1024];
     snprintf(tnum, sizeof tnum, "%d", (int)t);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO queue (target, item_id, model, text) "
+             "SELECT $1::smallint, item_id, $2, text FROM sub_tmp_q u "
+             "WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.target = "
+             "$1::smallint AND v.item_id = u.item_id AND v.model = $2) %s"
+             "ON CONFLICT DO NOTHING",
+             LIVE[t]);
     const char *pv[2] = {tnum, model};
-    PGresult *r = PQexecParams(c,
-                               "INSERT INTO queue (target, item_id, model, text) "
-                               "SELECT $1::smallint, item_id, $2, text FROM sub_tmp_q u "
-                               "WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.target = "
-                               "$1::smallint AND v.item_id = u.item_id AND v.model = $2) "
-                               "ON CONFLICT DO NOTHING",
-                               2, NULL, pv, NULL, NULL, 0);
+    PGresult *r = PQexecParams(c, sql, 2, NULL, pv, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) return fail(c, r, err, "enqueue");
     *added = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
     PQclear(r);
     return cmd(c, "TRUNCATE sub_tmp_q", "truncate staging", err);
+}
+
+static int pg_queue_put(donto_store *s, donto_target t, const char *model, const char *const *ids,
+                        const char *const *texts, size_t n, size_t *added, donto_err *err) {
+    PGconn *c = conn_of(s);
+    *added = 0;
+    if (!c) return donto_seterr(err, "postgres: no connection");
+    return queue_put_conn(c, t, model, ids, texts, n, added, err);
+}
+
+static void quiet_notice(void *arg, const char *msg) {
+    (void)arg;
+    (void)msg; /* "relation already exists, skipping" */
+}
+
+/* A second connection with the same parameters as c. */
+static PGconn *clone_conn(PGconn *c, donto_err *err) {
+    PQconninfoOption *opt = PQconninfo(c);
+    if (!opt) return donto_seterr(err, "postgres: connection parameters: out of memory"), NULL;
+    size_t n = 0;
+    for (PQconninfoOption *o = opt; o->keyword; o++) n++;
+    const char **k = donto_xcalloc(n + 1, sizeof *k), **v = donto_xcalloc(n + 1, sizeof *v);
+    size_t m = 0;
+    for (PQconninfoOption *o = opt; o->keyword; o++) {
+        if (!o->val) continue;
+        k[m] = o->keyword;
+        v[m++] = o->val;
+    }
+    PGconn *d = PQconnectdbParams(k, v, 0);
+    free(k);
+    free(v);
+    PQconninfoFree(opt);
+    if (!d || PQstatus(d) != CONNECTION_OK) {
+        if (d) fail(d, NULL, err, "second connection");
+        else donto_seterr(err, "postgres: second connection: out of memory");
+        PQfinish(d);
+        return NULL;
+    }
+    PQsetNoticeProcessor(d, quiet_notice, NULL);
+    return d;
+}
+
+/* One pass, linear in the substrate: a cursor (one snapshot, hash joins, no
+ * ORDER BY) on this handle's connection is read in batches; each batch is
+ * rendered in C and committed through a second connection, so an
+ * interrupted run keeps every batch it committed (resumable) and a rerun
+ * skips them (the cursor's anti-join and ON CONFLICT: idempotent). A keyset
+ * loop (ORDER BY id LIMIT n per batch) would re-join the remainder for every
+ * batch: quadratic. */
+static int pg_enqueue(donto_store *s, donto_target t, const char *model,
+                      const donto_render_opts *ro, int batch, donto_progress_fn progress,
+                      void *ctx, size_t base, size_t *added, donto_err *err) {
+    *added = 0;
+    PGconn *a = conn_of(s);
+    if (!a) return donto_seterr(err, "postgres: no connection");
+    PGconn *b = clone_conn(a, err);
+    if (!b) return -1;
+    char sql[2048], fetch[64];
+    snprintf(sql, sizeof sql,
+             "DECLARE sub_cur NO SCROLL CURSOR FOR %s AND NOT EXISTS (SELECT 1 FROM vectors v "
+             "WHERE v.target = %d AND v.item_id = %s AND v.model = $1) AND NOT EXISTS "
+             "(SELECT 1 FROM queue q WHERE q.target = %d AND q.item_id = %s AND q.model = $1)",
+             TGT[t].sel, (int)t, TGT[t].id, (int)t, TGT[t].id);
+    snprintf(fetch, sizeof fetch, "FETCH FORWARD %d FROM sub_cur", batch);
+    int rc = -1;
+    /* The read side may run longer than the store's 30 s statement limit
+     * and sits idle in its transaction while the other connection writes. */
+    if (cmd(a, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "begin", err) ||
+        cmd(a, "SET LOCAL statement_timeout = 0", "set timeout", err) ||
+        cmd(a, "SET LOCAL idle_in_transaction_session_timeout = 0", "set timeout", err))
+        goto out;
+    const char *pv[1] = {model};
+    PGresult *r = PQexecParams(a, sql, 1, NULL, pv, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        fail(a, r, err, "declare cursor");
+        goto out;
+    }
+    PQclear(r);
+    for (;;) {
+        r = PQexec(a, fetch);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            fail(a, r, err, "fetch");
+            goto out;
+        }
+        sub_rows rows = {.ncols = SUB_SCAN_COLS[t]};
+        collect(r, &rows);
+        PQclear(r);
+        size_t n = rows.nrows, got = 0;
+        if (n == 0) {
+            sub_rows_free(&rows);
+            break;
+        }
+        const char **ids = donto_xmalloc(n * sizeof *ids);
+        char **texts = donto_xmalloc(n * sizeof *texts);
+        for (size_t i = 0; i < n; i++) {
+            ids[i] = sub_cell(&rows, i, 0);
+            texts[i] = sub_render(t, &rows, i, ro);
+        }
+        int w = cmd(b, "BEGIN", "begin", err);
+        if (w == 0) w = queue_put_conn(b, t, model, ids, (const char *const *)texts, n, &got, err);
+        if (w == 0) w = cmd(b, "COMMIT", "commit", err);
+        for (size_t i = 0; i < n; i++) free(texts[i]);
+        free(texts);
+        free(ids);
+        sub_rows_free(&rows);
+        if (w) goto out;
+        *added += got;
+        if (progress) progress(ctx, donto_target_name(t), base + *added, 0);
+        if (n < (size_t)batch) break;
+    }
+    rc = 0;
+out:
+    if (PQtransactionStatus(a) != PQTRANS_IDLE) PQclear(PQexec(a, rc ? "ROLLBACK" : "COMMIT"));
+    PQfinish(b);
+    return rc;
 }
 
 static int pg_fetch(donto_store *s, donto_target t, const char *const *ids, size_t n,
@@ -356,4 +482,5 @@ const sub_ops SUB_PG_OPS = {
     .queue_put = pg_queue_put,
     .fetch = pg_fetch,
     .counts = pg_counts,
+    .enqueue = pg_enqueue,
 };

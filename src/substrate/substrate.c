@@ -61,6 +61,18 @@ int donto_substrate_enqueue(donto_store *s, int target, const char *model,
     size_t total = 0;
     for (int t = 0; t < DONTO_TARGET_N; t++) {
         if (target >= 0 && t != target) continue;
+        if (ops->enqueue) {
+            size_t got = 0;
+            int rc = ops->enqueue(s, (donto_target)t, model, ro, batch, progress, ctx, total, &got,
+                                  err);
+            total += got;
+            if (rc) {
+                donto_preerr(err, "enqueue %s", donto_target_name((donto_target)t));
+                if (added) *added = total;
+                return -1;
+            }
+            continue;
+        }
         char *after = NULL;
         for (;;) {
             /* One transaction per batch: scan and insert see one state, and

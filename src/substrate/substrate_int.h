@@ -60,6 +60,11 @@ typedef struct sub_ops {
     int (*fetch)(donto_store *s, donto_target t, const char *const *ids, size_t n, sub_rows *out,
                  donto_err *err);
     int (*counts)(donto_store *s, int64_t out[DONTO_TARGET_N], donto_err *err);
+    /* Optional: the backend's own enqueue of one target (NULL: the generic
+     * keyset loop over scan + queue_put). progress gets base + items so far. */
+    int (*enqueue)(donto_store *s, donto_target t, const char *model, const donto_render_opts *ro,
+                   int batch, donto_progress_fn progress, void *ctx, size_t base, size_t *added,
+                   donto_err *err);
 } sub_ops;
 
 /* The ops for this store's backend (after migrating it), or NULL with err set. */
