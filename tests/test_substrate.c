@@ -534,6 +534,65 @@ static void test_enqueue_batches(void) {
     size_t added = 0;
     CHECK(donto_substrate_enqueue(s, DONTO_TARGET_PREDICATE, "m", NULL, 7, NULL, NULL, &added, &err) == 0, "%s", err.msg);
     CHECK_EQ_INT(added, 1);
+    /* An earlier, interrupted run left some claims queued (with its text):
+     * the next run adds only the others and leaves those rows alone. */
+    donto_enqueue_item pre[3];
+    char pre_ids[3][37];
+    {
+        donto_lease_batch lb = {0};
+        CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, 3, NULL, NULL, &added, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(added, n);
+        /* take 3 queued claims' ids, empty the claim queue, re-queue those 3 by hand */
+        CHECK(s->ops->lease(s, "w", 3, DONTO_TARGET_CLAIM, 0, 1, &lb, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(lb.n, 3);
+        for (size_t i = 0; i < lb.n && i < 3; i++) {
+            snprintf(pre_ids[i], sizeof pre_ids[i], "%s", lb.items[i].item_id);
+            pre[i] = (donto_enqueue_item){.target = DONTO_TARGET_CLAIM, .item_id = pre_ids[i],
+                                          .text = "earlier run", .model = "m2"};
+        }
+        donto_lease_batch_free(&lb);
+        size_t a2 = 0;
+        CHECK(s->ops->enqueue(s, pre, 3, &a2, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(a2, 3);
+        CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m2", NULL, 500, NULL, NULL, &added, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(added, n - 3);
+        const char *one = pre_ids[0];
+        char *tx = NULL;
+        CHECK(donto_substrate_texts(s, DONTO_TARGET_CLAIM, &one, 1, &tx, &err) == 0, "%s", err.msg);
+        CHECK(tx && strstr(tx, " - p - o"), "%s text of a pre-queued claim: %s", g_backend, tx ? tx : "(null)");
+        free(tx);
+        /* A leased claim that is retracted: the worker's submit is refused. */
+        CHECK(s->ops->lease(s, "w9", 1, DONTO_TARGET_CLAIM, 10, 100000, &lb, &err) == 0, "%s", err.msg);
+        CHECK_EQ_INT(lb.n, 1);
+        if (lb.n == 1) {
+            size_t got = 0;
+            const char *rid = lb.items[0].item_id;
+            CHECK(donto_substrate_retract(s, &rid, 1, &got, &err) == 0, "%s", err.msg);
+            CHECK_EQ_INT(got, 1);
+            static const float V[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+            donto_submit_item si = {.target = DONTO_TARGET_CLAIM, .item_id = rid,
+                                    .lease_id = lb.items[0].lease_id, .vector = V, .dims = 4};
+            donto_reject rj[1];
+            donto_submit_result res = {.reject = rj};
+            CHECK(s->ops->submit(s, "w9", &si, 1, 20, &res, &err) == 0, "%s", err.msg);
+            CHECK_EQ_INT(res.upserted, 0);
+            CHECK_EQ_INT(rj[0], DONTO_REJECT_UNKNOWN_ITEM);
+        }
+        donto_lease_batch_free(&lb);
+    }
+    /* The rest on a clean database. */
+    donto_store_close(s);
+    s = fresh();
+    {
+        size_t cap2 = n * 90 + 1, len2 = 0;
+        char *b2 = malloc(cap2);
+        for (size_t i = 0; i < n; i++)
+            len2 += (size_t)snprintf(b2 + len2, cap2 - len2, "<http://ex.org/s%zu> <http://ex.org/p> <http://ex.org/o%zu> .\n", i, i % 7);
+        CHECK(load(s, "many.nq", b2, DONTO_FORMAT_NQUADS, &st, &err) == 0, "%s: %s", g_backend, err.msg);
+        free(b2);
+    }
+    CHECK(donto_substrate_enqueue(s, DONTO_TARGET_PREDICATE, "m", NULL, 7, NULL, NULL, &added, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(added, 1);
     CHECK(donto_substrate_enqueue(s, -1, "m", NULL, 97, NULL, NULL, &added, &err) == 0, "%s", err.msg);
     CHECK_EQ_INT(added, n + (n + 7)); /* claims + entities (s*, o*) */
     CHECK_EQ_INT(pending(s, DONTO_TARGET_CLAIM), n);
