@@ -145,11 +145,17 @@ static const struct {
      " flags INTEGER NOT NULL DEFAULT 0,"
      " CHECK ((object_iri IS NULL) <> (object_lit IS NULL)));"
      "CREATE INDEX donto_statement_subject ON donto_statement (subject);"
+     /* Small (retracted rows only): enqueue's "not retracted since the
+      * snapshot" check per batch probes this, not the whole table. */
+     "CREATE INDEX donto_statement_retracted ON donto_statement (statement_id)"
+     " WHERE NOT upper_inf(tx_time);"
      "CREATE TABLE donto_predicate (iri TEXT PRIMARY KEY, label TEXT, description TEXT);"
      "CREATE TABLE donto_entity_symbol (symbol_id BIGSERIAL PRIMARY KEY,"
      " iri TEXT NOT NULL UNIQUE, normalized_label TEXT, kind TEXT);"
      "CREATE TABLE donto_memory_chunk (chunk_id TEXT PRIMARY KEY, source TEXT,"
      " text TEXT NOT NULL, tx_time TSTZRANGE NOT NULL DEFAULT tstzrange(now(), NULL));"
+     "CREATE INDEX donto_memory_chunk_retracted ON donto_memory_chunk (chunk_id)"
+     " WHERE NOT upper_inf(tx_time);"
      "CREATE TABLE donto_argument (argument_id BIGSERIAL PRIMARY KEY,"
      " source_statement_id UUID NOT NULL REFERENCES donto_statement (statement_id),"
      " target_statement_id UUID NOT NULL REFERENCES donto_statement (statement_id),"

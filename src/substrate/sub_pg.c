@@ -284,15 +284,17 @@ static int pg_scan(donto_store *s, donto_target t, const char *model, const char
     return 0;
 }
 
-/* Still live when queued: an item retracted since the scan's snapshot is
- * not queued (the retraction may already have run its queue delete). */
+/* Not retracted when queued: an item retracted after the scan's snapshot
+ * is not queued (the retraction may already have run its queue delete).
+ * Rows are never deleted, so "not retracted" is "live"; the partial indexes
+ * of retracted rows keep this a probe into a small index. */
 static const char *const LIVE[DONTO_TARGET_N] = {
-    [DONTO_TARGET_CLAIM] = "AND EXISTS (SELECT 1 FROM donto_statement s WHERE "
-                           "s.statement_id = u.item_id::uuid AND upper_inf(s.tx_time)) ",
+    [DONTO_TARGET_CLAIM] = "AND NOT EXISTS (SELECT 1 FROM donto_statement r WHERE "
+                           "r.statement_id = u.item_id::uuid AND NOT upper_inf(r.tx_time)) ",
     [DONTO_TARGET_PREDICATE] = "",
     [DONTO_TARGET_ENTITY] = "",
-    [DONTO_TARGET_MEMORY_CHUNK] = "AND EXISTS (SELECT 1 FROM donto_memory_chunk c WHERE "
-                                  "c.chunk_id = u.item_id AND upper_inf(c.tx_time)) ",
+    [DONTO_TARGET_MEMORY_CHUNK] = "AND NOT EXISTS (SELECT 1 FROM donto_memory_chunk r WHERE "
+                                  "r.chunk_id = u.item_id AND NOT upper_inf(r.tx_time)) ",
 };
 
 /* COPY (id, text) rows into the staging table, then one INSERT .. SELECT. */
@@ -392,7 +394,11 @@ static int pg_enqueue(donto_store *s, donto_target t, const char *model,
      * and sits idle in its transaction while the other connection writes. */
     if (cmd(a, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "begin", err) ||
         cmd(a, "SET LOCAL statement_timeout = 0", "set timeout", err) ||
-        cmd(a, "SET LOCAL idle_in_transaction_session_timeout = 0", "set timeout", err))
+        cmd(a, "SET LOCAL idle_in_transaction_session_timeout = 0", "set timeout", err) ||
+        /* A full pass: hash joins are right whatever the statistics say (a
+         * queue that grew since the last ANALYZE looked empty to the planner,
+         * which then chose a nested loop over a sequential scan: minutes). */
+        cmd(a, "SET LOCAL enable_nestloop = off", "set planner", err))
         goto out;
     const char *pv[1] = {model};
     PGresult *r = PQexecParams(a, sql, 1, NULL, pv, NULL, NULL, 0);
@@ -401,8 +407,15 @@ static int pg_enqueue(donto_store *s, donto_target t, const char *model,
         goto out;
     }
     PQclear(r);
+    /* The next FETCH runs on the server while this batch is written through
+     * the other connection: reading and writing overlap. */
+    if (!PQsendQuery(a, fetch)) {
+        fail(a, NULL, err, "fetch");
+        goto out;
+    }
     for (;;) {
-        r = PQexec(a, fetch);
+        r = PQgetResult(a);
+        for (PGresult *x; (x = PQgetResult(a));) PQclear(x);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
             fail(a, r, err, "fetch");
             goto out;
@@ -414,6 +427,11 @@ static int pg_enqueue(donto_store *s, donto_target t, const char *model,
         if (n == 0) {
             sub_rows_free(&rows);
             break;
+        }
+        if (n == (size_t)batch && !PQsendQuery(a, fetch)) {
+            sub_rows_free(&rows);
+            fail(a, NULL, err, "fetch");
+            goto out;
         }
         const char **ids = donto_xmalloc(n * sizeof *ids);
         char **texts = donto_xmalloc(n * sizeof *texts);
