@@ -61,7 +61,7 @@ char *donto_humanize_iri(const char *iri) {
     size_t m = 0;
     for (size_t i = start; i < len; i++) {
         char c = iri[i];
-        if (c == '%' && i + 2 < len + 0 && hexval(iri[i + 1]) >= 0 && hexval(iri[i + 2]) >= 0) {
+        if (c == '%' && i + 2 < len && hexval(iri[i + 1]) >= 0 && hexval(iri[i + 2]) >= 0) {
             c = (char)(hexval(iri[i + 1]) * 16 + hexval(iri[i + 2]));
             i += 2;
         }
