@@ -165,6 +165,10 @@ static void test_builders(void) {
     STR_EQ(donto_wordnet_phrase("hypernym"), "is a kind of");
     STR_EQ(donto_wordnet_phrase("attribute"), "is an attribute with the value");
     CHECK(donto_wordnet_phrase("nope") == NULL, "unknown relation has a phrase");
+    STR_EQ(donto_wordnet_pos_name("02084071-n"), "noun");
+    STR_EQ(donto_wordnet_pos_name("01601592-s"), "adjective");
+    CHECK(donto_wordnet_pos_name("02084071") == NULL, "no suffix, a part of speech");
+    CHECK(donto_wordnet_pos_name("02084071-x") == NULL, "bad suffix, a part of speech");
 }
 
 /* ---- helpers for the suite ---------------------------------------------------- */
@@ -315,6 +319,10 @@ static void test_jsonl_enqueue_retract(void) {
     const char *en[1] = {"http://ex.org/dog"};
     CHECK(donto_substrate_texts(s, DONTO_TARGET_ENTITY, en, 1, tx, &err) == 0, "%s", err.msg);
     STR_EQ(tx[0], "dog (animal)");
+    free(tx[0]);
+    const char *syn[1] = {"wn:13628246-n"};
+    CHECK(donto_substrate_texts(s, DONTO_TARGET_ENTITY, syn, 1, tx, &err) == 0, "%s", err.msg);
+    STR_EQ(tx[0], "megabyte, M, MB (noun)");
     free(tx[0]);
     const char *ch[1] = {"k1"};
     CHECK(donto_substrate_texts(s, DONTO_TARGET_MEMORY_CHUNK, ch, 1, tx, &err) == 0, "%s", err.msg);

@@ -115,6 +115,9 @@ int donto_import_wordnet(donto_store *s, const char *dir, size_t limit, donto_pr
 /* The predicate IRI and phrase ("is a kind of") of a WordNet pointer name
  * ("hypernym"); NULL when unknown. */
 const char *donto_wordnet_phrase(const char *name);
+/* "noun", "verb", "adjective" or "adverb" for a synset key ("02084071-n");
+ * NULL when it has no part-of-speech suffix. */
+const char *donto_wordnet_pos_name(const char *synset);
 
 /* ---- enqueue, retract, texts (src/substrate/substrate.c) ------------------ */
 

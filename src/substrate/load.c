@@ -40,8 +40,8 @@ void sub_content_id(const char *s, const char *p, const char *o_iri, const char 
 
 /* A statement plus the predicate and entity rows it implies. */
 static int add_claim(loader *L, const char *sid, const char *s, const char *s_label,
-                     const char *p, const char *p_label, const char *o_iri, const char *o_label,
-                     const char *o_lit, const char *ctx) {
+                     const char *s_kind, const char *p, const char *p_label, const char *o_iri,
+                     const char *o_label, const char *o_kind, const char *o_lit, const char *ctx) {
     char idbuf[37];
     if (!sid) {
         sub_content_id(s, p, o_iri, o_lit, ctx ? ctx : DEFAULT_CONTEXT, idbuf);
@@ -49,8 +49,8 @@ static int add_claim(loader *L, const char *sid, const char *s, const char *s_la
     }
     const char *st[6] = {sid, s, p, o_iri, o_iri ? NULL : o_lit, ctx};
     const char *pr[3] = {p, p_label, NULL};
-    const char *se[3] = {s, s_label, NULL};
-    const char *oe[3] = {o_iri, o_label, NULL};
+    const char *se[3] = {s, s_label, s_kind};
+    const char *oe[3] = {o_iri, o_label, o_kind};
     if (sub_writer_add(&L->w, SUB_STATEMENT, st, L->err) ||
         sub_writer_add(&L->w, SUB_PREDICATE, pr, L->err) ||
         sub_writer_add(&L->w, SUB_ENTITY, se, L->err))
@@ -299,8 +299,8 @@ static int nq_line(loader *L, const char *line) {
     /* A label statement also names its subject. */
     const char *s_label = NULL;
     if (o.kind == 'L' && (!strcmp(pr.val, RDFS_LABEL) || !strcmp(pr.val, SKOS_PREF))) s_label = o.val;
-    rc = add_claim(L, NULL, s.val, s_label, pr.val, NULL, o.kind == 'L' ? NULL : o.val, NULL, lit,
-                   g.val);
+    rc = add_claim(L, NULL, s.val, s_label, NULL, pr.val, NULL, o.kind == 'L' ? NULL : o.val, NULL,
+                   NULL, lit, g.val);
     goto done;
 bad:
     lerr(L, why, NULL);
@@ -341,17 +341,21 @@ static int jl_claim(loader *L, json_t *o) {
     if (!obj) obj = jstr(o, "object");
     json_t *olit = json_object_get(o, "object_lit");
     char s_iri[64], o_iri[64];
-    /* The WordNet corpus form: the label in subject/object, the synset aside. */
+    /* The WordNet corpus form: the label in subject/object, the synset aside
+     * (its part of speech is the entity's kind, as a WordNet import has it). */
     const char *ss = jstr(o, "subject_synset"), *os = jstr(o, "object_synset");
+    const char *s_kind = NULL, *o_kind = NULL;
     if (ss) {
         snprintf(s_iri, sizeof s_iri, "wn:%s", ss);
         if (!s_label) s_label = subj;
         subj = s_iri;
+        s_kind = donto_wordnet_pos_name(ss);
     }
     if (os && obj) {
         snprintf(o_iri, sizeof o_iri, "wn:%s", os);
         if (!o_label) o_label = obj;
         obj = o_iri;
+        o_kind = donto_wordnet_pos_name(os);
     }
     char *lit = NULL;
     if (!obj) {
@@ -380,7 +384,8 @@ static int jl_claim(loader *L, json_t *o) {
         sid = idbuf;
     }
     char *piri = pred_iri(pred, &p_label);
-    int rc = add_claim(L, sid, subj, s_label, piri, p_label, obj, o_label, lit, jstr(o, "context"));
+    int rc = add_claim(L, sid, subj, s_label, s_kind, piri, p_label, obj, o_label, o_kind, lit,
+                       jstr(o, "context"));
     free(piri);
     free(lit);
     return rc;

@@ -78,7 +78,13 @@ typedef struct wn_synset {
 } wn_synset;
 
 static const char *POS_NAME(char p) {
-    return p == 'n' ? "noun" : p == 'v' ? "verb" : p == 'a' ? "adjective" : "adverb";
+    return p == 'n' ? "noun" : p == 'v' ? "verb" : p == 'a' || p == 's' ? "adjective" : "adverb";
+}
+
+const char *donto_wordnet_pos_name(const char *synset) {
+    const char *dash = synset ? strrchr(synset, '-') : NULL;
+    if (!dash || !dash[1] || dash[2] || !strchr("nvasr", dash[1])) return NULL;
+    return POS_NAME(dash[1]);
 }
 
 /* "word(a)" -> "word", '_' -> ' '. */
