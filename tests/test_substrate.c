@@ -548,7 +548,7 @@ static void test_enqueue_batches(void) {
     char pre_ids[3][37];
     {
         donto_lease_batch lb = {0};
-        CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, 3, NULL, NULL, &added, &err) == 0, "%s", err.msg);
+        CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, 64, NULL, NULL, &added, &err) == 0, "%s", err.msg);
         CHECK_EQ_INT(added, n);
         /* take 3 queued claims' ids, empty the claim queue, re-queue those 3 by hand */
         CHECK(s->ops->lease(s, "w", 3, DONTO_TARGET_CLAIM, 0, 1, &lb, &err) == 0, "%s", err.msg);
@@ -612,11 +612,19 @@ static void test_enqueue_batches(void) {
 static void run_suite(const char *backend) {
     g_backend = backend;
     int before = check_failures;
-    test_nquads();
-    test_jsonl_enqueue_retract();
-    test_jsonl_errors();
-    test_wordnet();
-    test_enqueue_batches();
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } CASES[] = {{"nquads", test_nquads},
+                 {"jsonl_enqueue_retract", test_jsonl_enqueue_retract},
+                 {"jsonl_errors", test_jsonl_errors},
+                 {"wordnet", test_wordnet},
+                 {"enqueue_batches", test_enqueue_batches}};
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        double t0 = donto_now();
+        CASES[i].fn();
+        fprintf(stderr, "%s %s: %.2f s\n", backend, CASES[i].name, donto_now() - t0);
+    }
     fprintf(stderr, "%s suite: %s\n", backend, check_failures == before ? "ok" : "FAILED");
 }
 

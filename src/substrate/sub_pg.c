@@ -382,13 +382,6 @@ static int pg_enqueue(donto_store *s, donto_target t, const char *model,
     if (!a) return donto_seterr(err, "postgres: no connection");
     PGconn *b = clone_conn(a, err);
     if (!b) return -1;
-    /* Each batch's INSERT probes vectors per staged row. A vectors table that
-     * grew since its last ANALYZE looks empty to the planner, which would then
-     * scan it once per row; with sequential scans off it probes the index. */
-    if (cmd(b, "SET enable_seqscan = off", "set planner", err)) {
-        PQfinish(b);
-        return -1;
-    }
     char sql[2048], fetch[64];
     snprintf(sql, sizeof sql,
              "DECLARE sub_cur NO SCROLL CURSOR FOR %s AND NOT EXISTS (SELECT 1 FROM vectors v "
