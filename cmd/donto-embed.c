@@ -19,6 +19,10 @@ static void usage(FILE *f) {
             "  status         queue and coverage figures per target, straight from the database\n"
             "  token          add, list or revoke the coordinator's bearer tokens\n"
             "  work           the worker: lease texts, embed them, submit the vectors\n"
+            "  load           load N-Quads or JSONL into the substrate (claims, chunks, ...)\n"
+            "  wordnet        import WordNet (synsets, relations, glosses) into the substrate\n"
+            "  enqueue        queue every live substrate item that has no vector yet\n"
+            "  retract        retract statements (and drop their queue entries)\n"
             "  version        print the version\n"
             "\n"
             "`donto-embed <command> --help` describes each command.\n");
@@ -37,6 +41,10 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "status")) return donto_status_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "token")) return donto_token_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "work")) return donto_work_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "load")) return donto_load_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "wordnet")) return donto_wordnet_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "enqueue")) return donto_enqueue_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "retract")) return donto_retract_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "model")) {
         if (argc >= 3 && !strcmp(argv[2], "fetch")) return donto_model_fetch_main(argc - 2, argv + 2);
         fprintf(stderr, "usage: donto-embed model fetch [--dir D] [--help]\n");

@@ -19,6 +19,11 @@ int donto_status_cmd(int argc, char **argv);
 int donto_token_cmd(int argc, char **argv);
 /* The embedding worker (src/cli/work_cmd.c, logic in src/worker/). */
 int donto_work_cmd(int argc, char **argv);
+/* The substrate (src/cli/substrate_cmd.c, logic in src/substrate/). */
+int donto_load_cmd(int argc, char **argv);
+int donto_wordnet_cmd(int argc, char **argv);
+int donto_enqueue_cmd(int argc, char **argv);
+int donto_retract_cmd(int argc, char **argv);
 
 #ifdef __cplusplus
 }

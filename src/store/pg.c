@@ -154,6 +154,36 @@ static const struct {
      "CREATE TABLE contributor_minutes (worker_id TEXT NOT NULL, minute BIGINT NOT NULL,"
      " n BIGINT NOT NULL, PRIMARY KEY (worker_id, minute));"
      "CREATE INDEX contributor_minutes_minute ON contributor_minutes (minute);"},
+    /* The substrate (src/substrate/, docs/substrate.md): donto's tables. A
+     * gap before 10 leaves numbers for queue migrations of other branches.
+     * Live = upper_inf(tx_time); retraction closes the range. */
+    {10, "substrate",
+     "CREATE TABLE donto_statement (statement_id UUID PRIMARY KEY, subject TEXT NOT NULL,"
+     " predicate TEXT NOT NULL, object_iri TEXT, object_lit JSONB,"
+     " context TEXT NOT NULL DEFAULT 'donto:default',"
+     " tx_time TSTZRANGE NOT NULL DEFAULT tstzrange(now(), NULL), valid_time TSTZRANGE,"
+     " flags INTEGER NOT NULL DEFAULT 0,"
+     " CHECK ((object_iri IS NULL) <> (object_lit IS NULL)));"
+     "CREATE INDEX donto_statement_subject ON donto_statement (subject);"
+     /* Small (retracted rows only): enqueue's "not retracted since the
+      * snapshot" check per batch probes this, not the whole table. */
+     "CREATE INDEX donto_statement_retracted ON donto_statement (statement_id)"
+     " WHERE NOT upper_inf(tx_time);"
+     "CREATE TABLE donto_predicate (iri TEXT PRIMARY KEY, label TEXT, description TEXT);"
+     "CREATE TABLE donto_entity_symbol (symbol_id BIGSERIAL PRIMARY KEY,"
+     " iri TEXT NOT NULL UNIQUE, normalized_label TEXT, kind TEXT);"
+     "CREATE TABLE donto_memory_chunk (chunk_id TEXT PRIMARY KEY, source TEXT,"
+     " text TEXT NOT NULL, tx_time TSTZRANGE NOT NULL DEFAULT tstzrange(now(), NULL));"
+     "CREATE INDEX donto_memory_chunk_retracted ON donto_memory_chunk (chunk_id)"
+     " WHERE NOT upper_inf(tx_time);"
+     "CREATE TABLE donto_argument (argument_id BIGSERIAL PRIMARY KEY,"
+     " source_statement_id UUID NOT NULL REFERENCES donto_statement (statement_id),"
+     " target_statement_id UUID NOT NULL REFERENCES donto_statement (statement_id),"
+     " relation TEXT NOT NULL CHECK (relation IN ('supports', 'rebuts', 'undercuts',"
+     " 'undermines', 'qualifies')), strength DOUBLE PRECISION,"
+     " tx_time TSTZRANGE NOT NULL DEFAULT tstzrange(now(), NULL),"
+     " UNIQUE (source_statement_id, target_statement_id, relation));"
+     "CREATE INDEX donto_argument_target ON donto_argument (target_statement_id);"},
 };
 
 #define MODEL_CACHE 8
@@ -1022,4 +1052,12 @@ int donto_store_open_pg(const char *url, donto_store **out, donto_err *err) {
     }
     *out = &s->base;
     return 0;
+}
+
+struct pg_conn *donto_store_pg_conn(donto_store *b) {
+    if (!b || b->ops != &PG_OPS) return NULL;
+    pg_store *s = (pg_store *)b;
+    donto_err err;
+    if (pg_ready(s, &err)) return NULL; /* reconnect once if the server went away */
+    return s->conn;
 }

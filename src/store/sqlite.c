@@ -116,6 +116,28 @@ static const struct {
      "CREATE TABLE contributor_minutes (worker_id TEXT NOT NULL, minute INTEGER NOT NULL,"
      " n INTEGER NOT NULL, PRIMARY KEY (worker_id, minute));"
      "CREATE INDEX contributor_minutes_minute ON contributor_minutes (minute);"},
+    /* The substrate (src/substrate/, docs/substrate.md): donto's tables. A
+     * gap before 10 leaves numbers for queue migrations of other branches.
+     * tx_time is two columns here (Unix ms; tx_until NULL = open = live). */
+    {10, "substrate",
+     "CREATE TABLE donto_statement (statement_id TEXT PRIMARY KEY, subject TEXT NOT NULL,"
+     " predicate TEXT NOT NULL, object_iri TEXT, object_lit TEXT,"
+     " context TEXT NOT NULL DEFAULT 'donto:default', tx_from INTEGER NOT NULL,"
+     " tx_until INTEGER, valid_from TEXT, valid_until TEXT, flags INTEGER NOT NULL DEFAULT 0,"
+     " CHECK ((object_iri IS NULL) <> (object_lit IS NULL)));"
+     "CREATE INDEX donto_statement_subject ON donto_statement (subject);"
+     "CREATE TABLE donto_predicate (iri TEXT PRIMARY KEY, label TEXT, description TEXT);"
+     "CREATE TABLE donto_entity_symbol (symbol_id INTEGER PRIMARY KEY AUTOINCREMENT,"
+     " iri TEXT NOT NULL UNIQUE, normalized_label TEXT, kind TEXT);"
+     "CREATE TABLE donto_memory_chunk (chunk_id TEXT PRIMARY KEY, source TEXT,"
+     " text TEXT NOT NULL, tx_from INTEGER NOT NULL, tx_until INTEGER);"
+     "CREATE TABLE donto_argument (argument_id INTEGER PRIMARY KEY AUTOINCREMENT,"
+     " source_statement_id TEXT NOT NULL REFERENCES donto_statement (statement_id),"
+     " target_statement_id TEXT NOT NULL REFERENCES donto_statement (statement_id),"
+     " relation TEXT NOT NULL CHECK (relation IN ('supports', 'rebuts', 'undercuts',"
+     " 'undermines', 'qualifies')), strength REAL, tx_from INTEGER NOT NULL, tx_until INTEGER,"
+     " UNIQUE (source_statement_id, target_statement_id, relation));"
+     "CREATE INDEX donto_argument_target ON donto_argument (target_statement_id);"},
 };
 
 #define MODEL_CACHE 8
@@ -793,4 +815,8 @@ int donto_store_open_sqlite(const char *path, donto_store **out, donto_err *err)
     }
     *out = &s->base;
     return 0;
+}
+
+struct sqlite3 *donto_store_sqlite_db(donto_store *b) {
+    return b && b->ops == &SQ_OPS ? ((sq_store *)b)->db : NULL;
 }

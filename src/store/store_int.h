@@ -29,4 +29,11 @@ donto_reject donto_submit_verdict_stored(const char *worker_id, int64_t given_le
                                          int64_t vec_lease, int *repeat);
 
 char *donto_strdup_or_null(const char *s);
+
+/* Raw backend handles for modules that keep their own tables in the store's
+ * database (src/substrate/): NULL when the store is of the other backend. */
+struct sqlite3;
+struct pg_conn;
+struct sqlite3 *donto_store_sqlite_db(donto_store *s);
+struct pg_conn *donto_store_pg_conn(donto_store *s);
 #endif

@@ -1,0 +1,504 @@
+/* donto-accel: the substrate on PostgreSQL. Bulk writes go through COPY into
+ * a per-connection temporary table and one INSERT .. SELECT .. ON CONFLICT
+ * per batch: a batch of 20,000 rows is three round trips, not 20,000, and
+ * the conflict rules (skip, or fill in NULL labels) are set-based SQL. Reads
+ * are parameterized; ids travel as one text[] array literal. */
+#include "substrate/substrate_int.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store_int.h"
+
+static PGconn *conn_of(donto_store *s) { return (PGconn *)donto_store_pg_conn(s); }
+
+static int fail(PGconn *c, PGresult *r, donto_err *err, const char *step) {
+    const char *msg = r ? PQresultErrorMessage(r) : "";
+    if (!msg || !*msg) msg = PQerrorMessage(c);
+    size_t len = strlen(msg);
+    while (len && (msg[len - 1] == '\n' || msg[len - 1] == ' ')) len--;
+    donto_seterr(err, "postgres: %s: %.*s", step, (int)len, msg);
+    PQclear(r);
+    return -1;
+}
+
+static int cmd(PGconn *c, const char *sql, const char *step, donto_err *err) {
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return fail(c, r, err, step);
+    PQclear(r);
+    return 0;
+}
+
+static int pg_begin(donto_store *s, donto_err *err) {
+    PGconn *c = conn_of(s);
+    if (!c) return donto_seterr(err, "postgres: no connection");
+    return cmd(c, "BEGIN", "begin", err);
+}
+static int pg_commit(donto_store *s, donto_err *err) {
+    PGconn *c = conn_of(s);
+    if (!c) return donto_seterr(err, "postgres: no connection");
+    if (cmd(c, "COMMIT", "commit", err) == 0) return 0;
+    PQclear(PQexec(c, "ROLLBACK"));
+    return -1;
+}
+static void pg_rollback(donto_store *s) {
+    PGconn *c = conn_of(s);
+    if (c && PQtransactionStatus(c) != PQTRANS_IDLE) PQclear(PQexec(c, "ROLLBACK"));
+}
+
+/* ---- COPY ------------------------------------------------------------------ */
+
+typedef struct cbuf {
+    char *p;
+    size_t n, cap;
+} cbuf;
+static void cb_put(cbuf *b, const char *s, size_t len) {
+    if (b->n + len > b->cap) {
+        b->cap = (b->n + len) * 2 + 4096;
+        b->p = donto_xrealloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+}
+/* One COPY text-format field: backslash escapes for the four special bytes. */
+static void cb_field(cbuf *b, const char *v) {
+    if (!v) {
+        cb_put(b, "\\N", 2);
+        return;
+    }
+    const char *run = v;
+    for (const char *p = v;; p++) {
+        char esc = 0;
+        switch (*p) {
+        case '\\': esc = '\\'; break;
+        case '\t': esc = 't'; break;
+        case '\n': esc = 'n'; break;
+        case '\r': esc = 'r'; break;
+        case 0: break;
+        default: continue;
+        }
+        cb_put(b, run, (size_t)(p - run));
+        if (!*p) break;
+        char e[2] = {'\\', esc};
+        cb_put(b, e, 2);
+        run = p + 1;
+    }
+}
+
+/* COPY rows (row-major, ncols cells each) with copy_sql ("COPY t FROM STDIN"). */
+static int copy_rows(PGconn *c, const char *copy_sql, const char *const *cells, size_t nrows,
+                     int ncols, donto_err *err) {
+    PGresult *r = PQexec(c, copy_sql);
+    if (PQresultStatus(r) != PGRES_COPY_IN) return fail(c, r, err, "copy");
+    PQclear(r);
+    cbuf b = {0};
+    int ok = 1;
+    for (size_t i = 0; i < nrows && ok; i++) {
+        for (int k = 0; k < ncols; k++) {
+            if (k) cb_put(&b, "\t", 1);
+            cb_field(&b, cells[i * (size_t)ncols + (size_t)k]);
+        }
+        cb_put(&b, "\n", 1);
+        if (b.n > (1u << 20) || i + 1 == nrows) {
+            if (PQputCopyData(c, b.p, (int)b.n) != 1) ok = 0;
+            b.n = 0;
+        }
+    }
+    free(b.p);
+    if (PQputCopyEnd(c, ok ? NULL : "client error") != 1) ok = 0;
+    r = PQgetResult(c);
+    int st = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok || !st) {
+        fail(c, r, err, "copy data");
+        while ((r = PQgetResult(c))) PQclear(r);
+        return -1;
+    }
+    PQclear(r);
+    while ((r = PQgetResult(c))) PQclear(r);
+    return 0;
+}
+
+/* Temporary staging tables, one per kind (+ the queue's), all text. */
+static const char *const TMP_DDL =
+    "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_0 (c1 text, c2 text, c3 text, c4 text, c5 text, "
+    "c6 text);"
+    "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_1 (c1 text, c2 text, c3 text);"
+    "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_2 (c1 text, c2 text, c3 text);"
+    "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_3 (c1 text, c2 text, c3 text);"
+    "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_4 (c1 text, c2 text, c3 text, c4 text);"
+    "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_q (item_id text, text text)";
+
+static const char *const PUT_SQL[SUB_KIND_N] = {
+    [SUB_STATEMENT] = "INSERT INTO donto_statement (statement_id, subject, predicate, object_iri, "
+                      "object_lit, context) SELECT c1::uuid, c2, c3, c4, c5::jsonb, "
+                      "coalesce(c6, 'donto:default') FROM sub_tmp_0 ON CONFLICT DO NOTHING",
+    /* DISTINCT ON: one row per key (DO UPDATE may not touch a row twice), the
+     * most complete one. */
+    [SUB_PREDICATE] = "INSERT INTO donto_predicate AS d (iri, label, description) "
+                      "SELECT DISTINCT ON (c1) c1, c2, c3 FROM sub_tmp_1 "
+                      "ORDER BY c1, (c2 IS NULL), (c3 IS NULL) "
+                      "ON CONFLICT (iri) DO UPDATE SET label = coalesce(d.label, EXCLUDED.label), "
+                      "description = coalesce(d.description, EXCLUDED.description) "
+                      "WHERE (d.label IS NULL AND EXCLUDED.label IS NOT NULL) OR "
+                      "(d.description IS NULL AND EXCLUDED.description IS NOT NULL)",
+    [SUB_ENTITY] = "INSERT INTO donto_entity_symbol AS d (iri, normalized_label, kind) "
+                   "SELECT DISTINCT ON (c1) c1, c2, c3 FROM sub_tmp_2 "
+                   "ORDER BY c1, (c2 IS NULL), (c3 IS NULL) "
+                   "ON CONFLICT (iri) DO UPDATE SET "
+                   "normalized_label = coalesce(d.normalized_label, EXCLUDED.normalized_label), "
+                   "kind = coalesce(d.kind, EXCLUDED.kind) "
+                   "WHERE (d.normalized_label IS NULL AND EXCLUDED.normalized_label IS NOT NULL) "
+                   "OR (d.kind IS NULL AND EXCLUDED.kind IS NOT NULL)",
+    [SUB_CHUNK] = "INSERT INTO donto_memory_chunk (chunk_id, source, text) "
+                  "SELECT c1, c2, c3 FROM sub_tmp_3 ON CONFLICT DO NOTHING",
+    [SUB_ARGUMENT] = "INSERT INTO donto_argument (source_statement_id, target_statement_id, "
+                     "relation, strength) SELECT c1::uuid, c2::uuid, c3, c4::float8 "
+                     "FROM sub_tmp_4 ON CONFLICT DO NOTHING",
+};
+
+static int pg_put(donto_store *s, sub_kind k, const char *const *cells, size_t nrows,
+                  size_t *inserted, donto_err *err) {
+    PGconn *c = conn_of(s);
+    *inserted = 0;
+    if (!c) return donto_seterr(err, "postgres: no connection");
+    if (nrows == 0) return 0;
+    if (cmd(c, TMP_DDL, "staging tables", err)) return -1;
+    char copy[64], trunc[64];
+    snprintf(copy, sizeof copy, "COPY sub_tmp_%d FROM STDIN", (int)k);
+    snprintf(trunc, sizeof trunc, "TRUNCATE sub_tmp_%d", (int)k);
+    if (cmd(c, trunc, "truncate staging", err)) return -1;
+    if (copy_rows(c, copy, cells, nrows, SUB_NCOLS[k], err)) return -1;
+    PGresult *r = PQexec(c, PUT_SQL[k]);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) return fail(c, r, err, "insert");
+    *inserted = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+    return cmd(c, trunc, "truncate staging", err);
+}
+
+/* A PostgreSQL array literal {"a","b"} of the strings (quotes and
+ * backslashes escaped); NULL entries are skipped. */
+static char *array_lit(const char *const *v, size_t n) {
+    cbuf b = {0};
+    cb_put(&b, "{", 1);
+    int first = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!v[i]) continue;
+        if (!first) cb_put(&b, ",", 1);
+        first = 0;
+        cb_put(&b, "\"", 1);
+        for (const char *p = v[i]; *p; p++) {
+            if (*p == '"' || *p == '\\') cb_put(&b, "\\", 1);
+            cb_put(&b, p, 1);
+        }
+        cb_put(&b, "\"", 1);
+    }
+    cb_put(&b, "}", 2); /* with the NUL */
+    return b.p;
+}
+
+static int pg_retract(donto_store *s, const char *const *ids, size_t n, size_t *retracted,
+                      donto_err *err) {
+    PGconn *c = conn_of(s);
+    *retracted = 0;
+    if (!c) return donto_seterr(err, "postgres: no connection");
+    if (n == 0) return 0;
+    char *arr = array_lit(ids, n);
+    const char *pv[1] = {arr};
+    /* The range stays non-empty even when retracted in the transaction that
+     * asserted it (now() = lower bound): closed [t, t]. */
+    PGresult *r = PQexecParams(
+        c,
+        "WITH r AS (UPDATE donto_statement SET tx_time = CASE WHEN now() > lower(tx_time) "
+        "THEN tstzrange(lower(tx_time), now()) "
+        "ELSE tstzrange(lower(tx_time), lower(tx_time), '[]') END "
+        "WHERE statement_id = ANY($1::uuid[]) AND upper_inf(tx_time) "
+        "RETURNING statement_id::text AS id), "
+        "d AS (DELETE FROM queue q USING r WHERE q.target = 0 AND q.item_id = r.id) "
+        "SELECT count(*) FROM r",
+        1, NULL, pv, NULL, NULL, 0);
+    free(arr);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) return fail(c, r, err, "retract");
+    *retracted = (size_t)strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return 0;
+}
+
+/* Per target: select list and joins (ending in a WHERE clause), the id as
+ * stored (key order), and the id as text (queue/vectors item_id). */
+static const struct {
+    const char *sel, *key, *id, *type;
+} TGT[DONTO_TARGET_N] = {
+    [DONTO_TARGET_CLAIM] = {"SELECT s.statement_id::text, s.subject, se.normalized_label, "
+                            "s.predicate, p.label, s.object_iri, oe.normalized_label, "
+                            "s.object_lit::text FROM donto_statement s "
+                            "LEFT JOIN donto_entity_symbol se ON se.iri = s.subject "
+                            "LEFT JOIN donto_predicate p ON p.iri = s.predicate "
+                            "LEFT JOIN donto_entity_symbol oe ON oe.iri = s.object_iri "
+                            "WHERE upper_inf(s.tx_time)",
+                            "s.statement_id", "s.statement_id::text", "uuid"},
+    [DONTO_TARGET_PREDICATE] = {"SELECT p.iri, p.label, p.description FROM donto_predicate p "
+                                "WHERE true",
+                                "p.iri", "p.iri", "text"},
+    [DONTO_TARGET_ENTITY] = {"SELECT e.iri, e.normalized_label, e.kind "
+                             "FROM donto_entity_symbol e WHERE true",
+                             "e.iri", "e.iri", "text"},
+    [DONTO_TARGET_MEMORY_CHUNK] = {"SELECT c.chunk_id, c.text FROM donto_memory_chunk c "
+                                   "WHERE upper_inf(c.tx_time)",
+                                   "c.chunk_id", "c.chunk_id", "text"},
+};
+
+static void collect(PGresult *r, sub_rows *out) {
+    int rows = PQntuples(r);
+    for (int i = 0; i < rows; i++) {
+        char **cells = donto_xcalloc((size_t)out->ncols, sizeof *cells);
+        for (int c = 0; c < out->ncols; c++)
+            cells[c] = PQgetisnull(r, i, c) ? NULL : donto_xstrdup(PQgetvalue(r, i, c));
+        sub_rows_add(out, cells);
+        free(cells);
+    }
+}
+
+static int pg_scan(donto_store *s, donto_target t, const char *model, const char *after, int limit,
+                   sub_rows *out, donto_err *err) {
+    PGconn *c = conn_of(s);
+    if (!c) return donto_seterr(err, "postgres: no connection");
+    char sql[2048], lim[24];
+    /* "$2 IS NULL" folds away: an unnamed statement is planned with its values. */
+    snprintf(sql, sizeof sql,
+             "%s AND ($2::%s IS NULL OR %s > $2::%s) AND NOT EXISTS (SELECT 1 FROM vectors v "
+             "WHERE v.target = %d AND v.item_id = %s AND v.model = $1) AND NOT EXISTS "
+             "(SELECT 1 FROM queue q WHERE q.target = %d AND q.item_id = %s AND q.model = $1) "
+             "ORDER BY %s LIMIT $3",
+             TGT[t].sel, TGT[t].type, TGT[t].key, TGT[t].type, (int)t, TGT[t].id, (int)t,
+             TGT[t].id, TGT[t].key);
+    snprintf(lim, sizeof lim, "%d", limit);
+    const char *pv[3] = {model, after, lim};
+    PGresult *r = PQexecParams(c, sql, 3, NULL, pv, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) return fail(c, r, err, "scan");
+    out->ncols = SUB_SCAN_COLS[t];
+    collect(r, out);
+    PQclear(r);
+    return 0;
+}
+
+/* Not retracted when queued: an item retracted after the scan's snapshot
+ * is not queued (the retraction may already have run its queue delete).
+ * Rows are never deleted, so "not retracted" is "live"; the partial indexes
+ * of retracted rows keep this a probe into a small index. */
+static const char *const LIVE[DONTO_TARGET_N] = {
+    [DONTO_TARGET_CLAIM] = "AND NOT EXISTS (SELECT 1 FROM donto_statement r WHERE "
+                           "r.statement_id = u.item_id::uuid AND NOT upper_inf(r.tx_time)) ",
+    [DONTO_TARGET_PREDICATE] = "",
+    [DONTO_TARGET_ENTITY] = "",
+    [DONTO_TARGET_MEMORY_CHUNK] = "AND NOT EXISTS (SELECT 1 FROM donto_memory_chunk r WHERE "
+                                  "r.chunk_id = u.item_id AND NOT upper_inf(r.tx_time)) ",
+};
+
+/* COPY (id, text) rows into the staging table, then one INSERT .. SELECT. */
+static int queue_put_conn(PGconn *c, donto_target t, const char *model, const char *const *ids,
+                          const char *const *texts, size_t n, size_t *added, donto_err *err) {
+    *added = 0;
+    if (n == 0) return 0;
+    if (cmd(c, TMP_DDL, "staging tables", err) ||
+        cmd(c, "TRUNCATE sub_tmp_q", "truncate staging", err))
+        return -1;
+    const char **cells = donto_xmalloc(2 * n * sizeof *cells);
+    for (size_t i = 0; i < n; i++) cells[2 * i] = ids[i], cells[2 * i + 1] = texts[i];
+    int rc = copy_rows(c, "COPY sub_tmp_q FROM STDIN", cells, n, 2, err);
+    free(cells);
+    if (rc) return -1;
+    char tnum[8], sql[1024];
+    snprintf(tnum, sizeof tnum, "%d", (int)t);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO queue (target, item_id, model, text) "
+             "SELECT $1::smallint, item_id, $2, text FROM sub_tmp_q u "
+             "WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.target = "
+             "$1::smallint AND v.item_id = u.item_id AND v.model = $2) %s"
+             "ON CONFLICT DO NOTHING",
+             LIVE[t]);
+    const char *pv[2] = {tnum, model};
+    PGresult *r = PQexecParams(c, sql, 2, NULL, pv, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) return fail(c, r, err, "enqueue");
+    *added = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+    return cmd(c, "TRUNCATE sub_tmp_q", "truncate staging", err);
+}
+
+static int pg_queue_put(donto_store *s, donto_target t, const char *model, const char *const *ids,
+                        const char *const *texts, size_t n, size_t *added, donto_err *err) {
+    PGconn *c = conn_of(s);
+    *added = 0;
+    if (!c) return donto_seterr(err, "postgres: no connection");
+    return queue_put_conn(c, t, model, ids, texts, n, added, err);
+}
+
+static void quiet_notice(void *arg, const char *msg) {
+    (void)arg;
+    (void)msg; /* "relation already exists, skipping" */
+}
+
+/* A second connection with the same parameters as c. */
+static PGconn *clone_conn(PGconn *c, donto_err *err) {
+    PQconninfoOption *opt = PQconninfo(c);
+    if (!opt) return donto_seterr(err, "postgres: connection parameters: out of memory"), NULL;
+    size_t n = 0;
+    for (PQconninfoOption *o = opt; o->keyword; o++) n++;
+    const char **k = donto_xcalloc(n + 1, sizeof *k), **v = donto_xcalloc(n + 1, sizeof *v);
+    size_t m = 0;
+    for (PQconninfoOption *o = opt; o->keyword; o++) {
+        if (!o->val) continue;
+        k[m] = o->keyword;
+        v[m++] = o->val;
+    }
+    PGconn *d = PQconnectdbParams(k, v, 0);
+    free(k);
+    free(v);
+    PQconninfoFree(opt);
+    if (!d || PQstatus(d) != CONNECTION_OK) {
+        if (d) fail(d, NULL, err, "second connection");
+        else donto_seterr(err, "postgres: second connection: out of memory");
+        PQfinish(d);
+        return NULL;
+    }
+    PQsetNoticeProcessor(d, quiet_notice, NULL);
+    return d;
+}
+
+/* One pass, linear in the substrate: a cursor (one snapshot, hash joins, no
+ * ORDER BY) on this handle's connection is read in batches; each batch is
+ * rendered in C and committed through a second connection, so an
+ * interrupted run keeps every batch it committed (resumable) and a rerun
+ * skips them (the cursor's anti-join and ON CONFLICT: idempotent). A keyset
+ * loop (ORDER BY id LIMIT n per batch) would re-join the remainder for every
+ * batch: quadratic. */
+static int pg_enqueue(donto_store *s, donto_target t, const char *model,
+                      const donto_render_opts *ro, int batch, donto_progress_fn progress,
+                      void *ctx, size_t base, size_t *added, donto_err *err) {
+    *added = 0;
+    PGconn *a = conn_of(s);
+    if (!a) return donto_seterr(err, "postgres: no connection");
+    PGconn *b = clone_conn(a, err);
+    if (!b) return -1;
+    char sql[2048], fetch[64];
+    snprintf(sql, sizeof sql,
+             "DECLARE sub_cur NO SCROLL CURSOR FOR %s AND NOT EXISTS (SELECT 1 FROM vectors v "
+             "WHERE v.target = %d AND v.item_id = %s AND v.model = $1) AND NOT EXISTS "
+             "(SELECT 1 FROM queue q WHERE q.target = %d AND q.item_id = %s AND q.model = $1)",
+             TGT[t].sel, (int)t, TGT[t].id, (int)t, TGT[t].id);
+    snprintf(fetch, sizeof fetch, "FETCH FORWARD %d FROM sub_cur", batch);
+    int rc = -1;
+    /* The read side may run longer than the store's 30 s statement limit
+     * and sits idle in its transaction while the other connection writes. */
+    if (cmd(a, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "begin", err) ||
+        cmd(a, "SET LOCAL statement_timeout = 0", "set timeout", err) ||
+        cmd(a, "SET LOCAL idle_in_transaction_session_timeout = 0", "set timeout", err) ||
+        /* A full pass: hash joins are right whatever the statistics say (a
+         * queue that grew since the last ANALYZE looked empty to the planner,
+         * which then chose a nested loop over a sequential scan: minutes). */
+        cmd(a, "SET LOCAL enable_nestloop = off", "set planner", err))
+        goto out;
+    const char *pv[1] = {model};
+    PGresult *r = PQexecParams(a, sql, 1, NULL, pv, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        fail(a, r, err, "declare cursor");
+        goto out;
+    }
+    PQclear(r);
+    /* The next FETCH runs on the server while this batch is written through
+     * the other connection: reading and writing overlap. */
+    if (!PQsendQuery(a, fetch)) {
+        fail(a, NULL, err, "fetch");
+        goto out;
+    }
+    for (;;) {
+        r = PQgetResult(a);
+        for (PGresult *x; (x = PQgetResult(a));) PQclear(x);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            fail(a, r, err, "fetch");
+            goto out;
+        }
+        sub_rows rows = {.ncols = SUB_SCAN_COLS[t]};
+        collect(r, &rows);
+        PQclear(r);
+        size_t n = rows.nrows, got = 0;
+        if (n == 0) {
+            sub_rows_free(&rows);
+            break;
+        }
+        if (n == (size_t)batch && !PQsendQuery(a, fetch)) {
+            sub_rows_free(&rows);
+            fail(a, NULL, err, "fetch");
+            goto out;
+        }
+        const char **ids = donto_xmalloc(n * sizeof *ids);
+        char **texts = donto_xmalloc(n * sizeof *texts);
+        for (size_t i = 0; i < n; i++) {
+            ids[i] = sub_cell(&rows, i, 0);
+            texts[i] = sub_render(t, &rows, i, ro);
+        }
+        int w = cmd(b, "BEGIN", "begin", err);
+        if (w == 0) w = queue_put_conn(b, t, model, ids, (const char *const *)texts, n, &got, err);
+        if (w == 0) w = cmd(b, "COMMIT", "commit", err);
+        for (size_t i = 0; i < n; i++) free(texts[i]);
+        free(texts);
+        free(ids);
+        sub_rows_free(&rows);
+        if (w) goto out;
+        *added += got;
+        if (progress) progress(ctx, donto_target_name(t), base + *added, 0);
+        if (n < (size_t)batch) break;
+    }
+    rc = 0;
+out:
+    if (PQtransactionStatus(a) != PQTRANS_IDLE) PQclear(PQexec(a, rc ? "ROLLBACK" : "COMMIT"));
+    PQfinish(b);
+    return rc;
+}
+
+static int pg_fetch(donto_store *s, donto_target t, const char *const *ids, size_t n,
+                    sub_rows *out, donto_err *err) {
+    PGconn *c = conn_of(s);
+    if (!c) return donto_seterr(err, "postgres: no connection");
+    out->ncols = SUB_SCAN_COLS[t];
+    if (n == 0) return 0;
+    char sql[1024];
+    snprintf(sql, sizeof sql, "%s AND %s = ANY($1::%s[])", TGT[t].sel, TGT[t].key, TGT[t].type);
+    char *arr = array_lit(ids, n);
+    const char *pv[1] = {arr};
+    PGresult *r = PQexecParams(c, sql, 1, NULL, pv, NULL, NULL, 0);
+    free(arr);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) return fail(c, r, err, "fetch");
+    collect(r, out);
+    PQclear(r);
+    return 0;
+}
+
+static int pg_counts(donto_store *s, int64_t out[DONTO_TARGET_N], donto_err *err) {
+    PGconn *c = conn_of(s);
+    if (!c) return donto_seterr(err, "postgres: no connection");
+    PGresult *r = PQexec(c,
+                         "SELECT (SELECT count(*) FROM donto_statement WHERE upper_inf(tx_time)), "
+                         "(SELECT count(*) FROM donto_predicate), "
+                         "(SELECT count(*) FROM donto_entity_symbol), "
+                         "(SELECT count(*) FROM donto_memory_chunk WHERE upper_inf(tx_time))");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) return fail(c, r, err, "count");
+    for (int t = 0; t < DONTO_TARGET_N; t++) out[t] = strtoll(PQgetvalue(r, 0, t), NULL, 10);
+    PQclear(r);
+    return 0;
+}
+
+const sub_ops SUB_PG_OPS = {
+    .begin = pg_begin,
+    .commit = pg_commit,
+    .rollback = pg_rollback,
+    .put = pg_put,
+    .retract = pg_retract,
+    .scan = pg_scan,
+    .queue_put = pg_queue_put,
+    .fetch = pg_fetch,
+    .counts = pg_counts,
+    .enqueue = pg_enqueue,
+};
