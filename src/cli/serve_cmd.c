@@ -19,6 +19,8 @@
 
 #include "donto/cli.h"
 #include "donto/coord.h"
+#include "donto/encoder.h"
+#include "donto/recall.h"
 #include "donto/store.h"
 
 #ifndef DONTO_VERSION
@@ -64,9 +66,18 @@ static void serve_usage(FILE *f) {
             "  --conn-timeout SECS idle connection timeout (default 60)\n"
             "  --drain SECS        at shutdown, wait this long for requests in flight (default 30)\n"
             "  --migrate           apply database migrations before serving\n"
+            "  --model DIR         load this model to embed GET <base>/recall queries (without it,\n"
+            "                      /recall answers 503 no_model)\n"
+            "  --model-name NAME   the stored vectors' model recall searches (default: DIR/model_name.txt,\n"
+            "                      else BAAI/bge-small-en-v1.5)\n"
+            "  --index PREFIX      recall's ANN files at PREFIX.<target>.faiss/.ids (default: the SQLite\n"
+            "                      file's path; PostgreSQL: in memory only)\n"
+            "  --ann-min N         recall uses the ANN index from N vectors on (default 20000)\n"
             "  -v, --verbose       log every request\n"
             "  -h, --help          this help\n");
 }
+
+static int serve_until_signal(const donto_coord_config *cfgp, long long drain, donto_err *errp);
 
 int donto_serve_cmd(int argc, char **argv) {
     static const struct option lo[] = {{"db", required_argument, 0, 'd'},
@@ -79,6 +90,10 @@ int donto_serve_cmd(int argc, char **argv) {
                                        {"conn-timeout", required_argument, 0, 'T'},
                                        {"drain", required_argument, 0, 'D'},
                                        {"migrate", no_argument, 0, 'M'},
+                                       {"model", required_argument, 0, 'R'},
+                                       {"model-name", required_argument, 0, 'N'},
+                                       {"index", required_argument, 0, 'I'},
+                                       {"ann-min", required_argument, 0, 'A'},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -87,8 +102,9 @@ int donto_serve_cmd(int argc, char **argv) {
     cfg.db_url = DONTO_STORE_DEFAULT_URL;
     cfg.listen = "127.0.0.1:8080";
     cfg.version = DONTO_VERSION;
-    long long v, drain = 30;
+    long long v, drain = 30, ann_min = 0;
     int migrate = 0, ch;
+    const char *model_dir = NULL, *model_name = NULL, *index = NULL;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
         switch (ch) {
@@ -119,6 +135,12 @@ int donto_serve_cmd(int argc, char **argv) {
             if (parse_num("serve", "--drain", optarg, 0, 3600, &drain)) return 2;
             break;
         case 'M': migrate = 1; break;
+        case 'R': model_dir = optarg; break;
+        case 'N': model_name = optarg; break;
+        case 'I': index = optarg; break;
+        case 'A':
+            if (parse_num("serve", "--ann-min", optarg, 1, (long long)1 << 40, &ann_min)) return 2;
+            break;
         case 'v': donto_log_set_level(DONTO_LOG_DEBUG); break;
         case 'h': serve_usage(stdout); return 0;
         default: serve_usage(stderr); return 2;
@@ -138,6 +160,45 @@ int donto_serve_cmd(int argc, char **argv) {
         }
         donto_store_close(s);
     }
+    /* Recall: the model that embeds queries, loaded once, shared by every
+     * request (the encoder and the recall object are thread-safe). */
+    donto_encoder *enc = NULL;
+    donto_recall *rec = NULL;
+    char *rname = NULL, *rprefix = NULL;
+    /* Stop signals blocked before the encoder can start any thread (its
+     * OpenMP team), for the same reason as below. */
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    if (model_dir) {
+        rname = donto_recall_model_name(model_dir, model_name);
+        rprefix = index ? strdup(index) : donto_recall_default_prefix(cfg.db_url);
+        donto_recall_opts ro = {.model_name = rname, .index_prefix = rprefix, .ann_min = (size_t)ann_min};
+        if (donto_encoder_open(model_dir, NULL, &enc, &err) || donto_recall_open(enc, &ro, &rec, &err)) {
+            fprintf(stderr, "donto-embed serve: --model %s: %s\n", model_dir, err.msg);
+            donto_encoder_close(enc);
+            free(rname), free(rprefix);
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            return 1;
+        }
+        cfg.recall = rec;
+        cfg.recall_model = rname;
+        DLOG_INFO("coord: recall embeds queries with %s, searches %s vectors", model_dir, rname);
+    }
+    int rc = serve_until_signal(&cfg, drain, &err);
+    donto_recall_close(rec);
+    donto_encoder_close(enc);
+    free(rname), free(rprefix);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+/* Start, wait for SIGTERM/SIGINT, drain, stop. */
+static int serve_until_signal(const donto_coord_config *cfgp, long long drain, donto_err *errp) {
+    donto_coord_config cfg = *cfgp;
+    donto_err err = *errp;
     /* Block the stop signals before any thread exists, so MHD's threads
      * inherit the mask and the signals are taken here by sigwait: no async
      * signal handler, nothing to make async-signal-safe. */
