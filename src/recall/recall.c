@@ -183,10 +183,6 @@ static int ids_load(const donto_recall *r, coll *c, const char *path, donto_err 
         goto out;
     }
     model[ml] = 0;
-    if (strcmp(model, r->model) != 0) {
-        donto_seterr(err, "recall: %s: built for model %s, not %s", path, model, r->model);
-        goto out;
-    }
     coll_reset(c);
     for (uint64_t i = 0; i < n; i++) {
         uint32_t l;
@@ -207,6 +203,11 @@ static int ids_load(const donto_recall *r, coll *c, const char *path, donto_err 
     uint64_t want = f.h, h;
     if (fread(&h, 8, 1, f.f) != 1 || h != want || fgetc(f.f) != EOF) {
         donto_seterr(err, "recall: %s: damaged (checksum)", path);
+        goto out;
+    }
+    /* Only now is the header known to be intact. */
+    if (strcmp(model, r->model) != 0) {
+        donto_seterr(err, "recall: %s: built for model %s, not %s", path, model, r->model);
         goto out;
     }
     c->dims = (int)dims;
