@@ -93,6 +93,7 @@ struct HashWriter : faiss::IOWriter {
     uint64_t bytes = 0;
     explicit HashWriter(FILE *fp) : f(fp) { name = "donto-ann"; }
     size_t operator()(const void *ptr, size_t size, size_t nitems) override {
+        if (!size || !nitems) return nitems;  // FAISS writes empty vectors with ptr == nullptr
         size_t got = std::fwrite(ptr, size, nitems, f);
         hash.feed(ptr, size * got);
         bytes += size * got;
@@ -106,7 +107,7 @@ struct BoundedReader : faiss::IOReader {
     uint64_t left;
     BoundedReader(FILE *fp, uint64_t n) : f(fp), left(n) { name = "donto-ann"; }
     size_t operator()(void *ptr, size_t size, size_t nitems) override {
-        if (size == 0) return 0;
+        if (!size || !nitems) return nitems;
         size_t can = static_cast<size_t>(left / size);
         if (nitems > can) nitems = can;
         size_t got = std::fread(ptr, size, nitems, f);
