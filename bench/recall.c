@@ -174,7 +174,9 @@ static void one_set(const char *name, const float *x, size_t n, int d, const flo
         exit(1);
     }
     *build_s = donto_now() - t0;
-    printf("%-10s ANN %s build %.1f s (%.0f vectors/s)\n", name, o->kind, *build_s, (double)n / *build_s);
+    char desc[128];
+    donto_ann_describe(a, desc, sizeof desc);
+    printf("%-10s ANN build (%s: %s) %.1f s (%.0f vectors/s)\n", name, o->kind, desc, *build_s, (double)n / *build_s);
     fflush(stdout);
     char *list = donto_xstrdup(sweep ? sweep : "");
     for (char *tok = strtok(list, ";"); tok; tok = strtok(NULL, ";")) {
@@ -187,14 +189,15 @@ static void one_set(const char *name, const float *x, size_t n, int d, const flo
                o->kind, tok, f.qps, f.p50, f.p99, f.recall, f.qps / ex.qps);
     }
     free(list);
-    const char *def = o->search ? o->search : DONTO_ANN_DEFAULT_SEARCH;
+    const char *def = o->search ? o->search : "";
     if (donto_ann_set_search(a, def, &err)) {
         fprintf(stderr, "bench_recall: %s\n", err.msg);
         exit(1);
     }
     figures f = run_ann(a, q, nq, d, gt);
-    printf("%-10s ANN %s %-14s %.1f q/s  p50 %.3f ms  p99 %.3f ms  recall@10 %.4f  (x%.0f exact q/s) [default]\n",
-           name, o->kind, def, f.qps, f.p50, f.p99, f.recall, f.qps / ex.qps);
+    donto_ann_describe(a, desc, sizeof desc);
+    printf("%-10s ANN %-28s %.1f q/s  p50 %.3f ms  p99 %.3f ms  recall@10 %.4f  (x%.0f exact q/s) [default]\n",
+           name, desc, f.qps, f.p50, f.p99, f.recall, f.qps / ex.qps);
     fflush(stdout);
     *ex_out = ex, *ann_out = f;
     donto_ann_free(a);
@@ -204,7 +207,7 @@ static void one_set(const char *name, const float *x, size_t n, int d, const flo
 int main(int argc, char **argv) {
     size_t n = 1000000, nq = 1000, nq_exact = 200;
     int d = 384, nc = 1000, uniform = 0;
-    float sigma = 0.75f;
+    float sigma = 1.0f;
     const char *real = NULL, *sweep = NULL;
     donto_ann_opts o;
     donto_ann_default_opts(&o);

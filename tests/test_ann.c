@@ -73,6 +73,7 @@ static void test_kind(const char *kind, const char *search, double min_recall) {
     donto_ann_opts o;
     donto_ann_default_opts(&o);
     o.kind = kind;
+    if (!kind) kind = "auto"; /* for messages */
     o.search = search;
     donto_err err = {{0}};
     donto_ann *a = NULL;
@@ -83,7 +84,9 @@ static void test_kind(const char *kind, const char *search, double min_recall) {
     CHECK_EQ_INT(donto_ann_ntotal(a), n);
     CHECK_EQ_INT(donto_ann_dim(a), D);
     double r = recall_at_10(a, x, n, D, q, nq);
-    fprintf(stderr, "%s (%s): recall@10 vs exact = %.3f on %zu clustered %d-d vectors\n", kind, search ? search : "default", r, n, D);
+    char desc[128];
+    donto_ann_describe(a, desc, sizeof desc);
+    fprintf(stderr, "%s (%s): recall@10 vs exact = %.3f on %zu clustered %d-d vectors\n", kind, desc, r, n, D);
     CHECK(r >= min_recall, "%s: recall@10 %.3f < %.2f", kind, r, min_recall);
     /* An added vector finds itself first. */
     int64_t lab[3];
@@ -190,6 +193,7 @@ static void test_errors(void) {
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "%s/donto-ann-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) return perror("mkdtemp"), 1;
+    test_kind(NULL, NULL, 0.95); /* the default: IVF, lists and probes from n */
     test_kind("HNSW32,Flat", NULL, 0.95);
     test_kind("IVF64,Flat", "nprobe=16", 0.90);
     test_errors();

@@ -5,8 +5,11 @@
  * is caught there and becomes a donto_err.
  *
  * Similarity is the inner product (vectors are L2-normalised, so it is the
- * cosine). The index kind is a FAISS index_factory description; the default,
- * "HNSW32,Flat", and why, are in docs/recall.md.
+ * cosine). The index kind is a FAISS index_factory description, or "auto"
+ * (the default): IVF-Flat with about 4 sqrt(n) lists, probing 1/32 of
+ * them (at least 32) per query. Why IVF and not HNSW (Debian's FAISS is a generic
+ * SSE build and HNSW construction was ~200 vectors/s on our 2 cores) is
+ * measured in docs/recall.md.
  *
  * File format (donto_ann_save): a 40-byte header
  *   "DONTOANN" | u32 version (1) | u32 dim | u64 ntotal | u64 payload bytes |
@@ -31,17 +34,17 @@ extern "C" {
 typedef struct donto_ann donto_ann;
 
 typedef struct donto_ann_opts {
-    const char *kind;   /* FAISS index_factory string; NULL: DONTO_ANN_DEFAULT_KIND */
-    const char *search; /* FAISS ParameterSpace string, e.g. "efSearch=128" or
-                         * "nprobe=32"; NULL: DONTO_ANN_DEFAULT_SEARCH for HNSW,
-                         * "nprobe=32" for IVF */
+    const char *kind;   /* FAISS index_factory string or "auto"; NULL: "auto" */
+    const char *search; /* FAISS ParameterSpace string, e.g. "nprobe=32" or
+                         * "efSearch=64"; NULL: IVF nprobe = max(32, nlist/32),
+                         * HNSW efSearch = DONTO_ANN_HNSW_EF_SEARCH */
     int threads;        /* OpenMP threads for build/add/batch search; 0: leave as is */
 } donto_ann_opts;
 
-#define DONTO_ANN_DEFAULT_KIND "HNSW32,Flat"
-#define DONTO_ANN_DEFAULT_SEARCH "efSearch=128"
-/* HNSW construction depth (FAISS's default is 40); see docs/recall.md. */
-#define DONTO_ANN_EF_CONSTRUCTION 80
+#define DONTO_ANN_DEFAULT_KIND "auto"
+/* When an HNSW kind is asked for: construction and search depth. */
+#define DONTO_ANN_HNSW_EF_CONSTRUCTION 40
+#define DONTO_ANN_HNSW_EF_SEARCH 64
 
 void donto_ann_default_opts(donto_ann_opts *o);
 
@@ -56,7 +59,8 @@ int donto_ann_add(donto_ann *a, const float *x, size_t n, donto_err *err);
  * Safe to call from several threads at once on one index. */
 int donto_ann_search(const donto_ann *a, const float *q, size_t nq, size_t k, float *scores,
                      int64_t *labels, donto_err *err);
-/* Apply a ParameterSpace string ("efSearch=64", "nprobe=16"). */
+/* Apply a ParameterSpace string ("efSearch=64", "nprobe=16"); NULL or "":
+ * the defaults above. */
 int donto_ann_set_search(donto_ann *a, const char *params, donto_err *err);
 
 /* Write atomically (path.tmp, then rename). */
@@ -66,6 +70,8 @@ int donto_ann_save(const donto_ann *a, const char *path, donto_err *err);
 int donto_ann_load(const char *path, int dim, const donto_ann_opts *o, donto_ann **out,
                    donto_err *err);
 
+/* "IVF4096,Flat nprobe=64" / "HNSW32,Flat efSearch=64": what was built. */
+void donto_ann_describe(const donto_ann *a, char *buf, size_t cap);
 size_t donto_ann_ntotal(const donto_ann *a);
 int donto_ann_dim(const donto_ann *a);
 void donto_ann_free(donto_ann *a);

@@ -133,15 +133,36 @@ uint32_t get32(const unsigned char *p) {
     return v;
 }
 
-const char *default_search(const faiss::Index *idx) {
-    if (dynamic_cast<const faiss::IndexHNSW *>(idx)) return DONTO_ANN_DEFAULT_SEARCH;
-    if (faiss::ivflib::try_extract_index_ivf(idx)) return "nprobe=32";
-    return nullptr;
+// The default probe count of an IVF index: 1/32 of its lists, at least 32
+// (all of them when it has fewer). Real sentence embeddings need far more
+// probes than clustered synthetic data (docs/recall.md: MiniLM claims at
+// 128 lists reached recall@10 0.96 only at 32 probes).
+size_t default_nprobe(size_t nlist) {
+    size_t p = nlist / 32;
+    if (p < 32) p = 32;
+    return p < nlist ? p : nlist;
 }
 
 void apply_search(faiss::Index *idx, const donto_ann_opts *o) {
-    const char *p = o && o->search ? o->search : default_search(idx);
-    if (p && *p) faiss::ParameterSpace().set_index_parameters(idx, p);
+    if (o && o->search && *o->search) {
+        faiss::ParameterSpace().set_index_parameters(idx, o->search);
+    } else if (auto *h = dynamic_cast<faiss::IndexHNSW *>(idx)) {
+        h->hnsw.efSearch = DONTO_ANN_HNSW_EF_SEARCH;
+    } else if (auto *ivf = faiss::ivflib::try_extract_index_ivf(idx)) {
+        ivf->nprobe = default_nprobe(ivf->nlist);
+    }
+}
+
+// "auto": IVF-Flat with about 4 sqrt(n) lists (a power of two), but never
+// fewer than 39 training points per list (FAISS's own floor), so small
+// collections get few lists (and below 78 vectors a flat scan).
+std::string auto_kind(size_t n) {
+    double want = 4.0 * std::sqrt(static_cast<double>(n));
+    size_t nlist = 1;
+    while (nlist * 2 <= want * 1.414) nlist *= 2;  // nearest power of two (geometric)
+    while (nlist > 1 && nlist * 39 > n) nlist /= 2;
+    if (nlist == 1) return "Flat";  // one list would be a scan anyway
+    return "IVF" + std::to_string(nlist) + ",Flat";
 }
 
 // Run f with OpenMP limited to `threads` in this thread (0: unchanged),
@@ -174,13 +195,21 @@ int donto_ann_build(int dim, const float *x, size_t n, const donto_ann_opts *o, 
     *out = nullptr;
     if (dim <= 0) return donto_seterr(err, "ann: build: dimension %d", dim);
     try {
-        const char *kind = o && o->kind ? o->kind : DONTO_ANN_DEFAULT_KIND;
-        std::unique_ptr<faiss::Index> idx(faiss::index_factory(dim, kind, faiss::METRIC_INNER_PRODUCT));
-        if (auto *h = dynamic_cast<faiss::IndexHNSW *>(idx.get()))
-            h->hnsw.efConstruction = DONTO_ANN_EF_CONSTRUCTION;
+        std::string kind = o && o->kind ? o->kind : DONTO_ANN_DEFAULT_KIND;
+        if (kind == "auto") kind = auto_kind(n);
+        std::unique_ptr<faiss::Index> idx(faiss::index_factory(dim, kind.c_str(), faiss::METRIC_INNER_PRODUCT));
+        if (auto *h = dynamic_cast<faiss::IndexHNSW *>(idx.get())) h->hnsw.efConstruction = DONTO_ANN_HNSW_EF_CONSTRUCTION;
+        if (auto *ivf = faiss::ivflib::try_extract_index_ivf(idx.get())) {
+            // k-means on a sample of 64 points per list, 10 rounds: the
+            // lists only have to be good enough for nprobe to cover a
+            // query's neighbours; FAISS's defaults (256, 25) cost 10x more
+            // build time for no measurable recall here (docs/recall.md).
+            ivf->cp.max_points_per_centroid = 64;
+            ivf->cp.niter = 10;
+        }
         with_threads(o ? o->threads : 0, [&] {
             if (!idx->is_trained) {
-                if (n == 0) throw std::runtime_error(std::string(kind) + " needs training data and none was given");
+                if (n == 0) throw std::runtime_error(kind + " needs training data and none was given");
                 idx->train(static_cast<faiss::Index::idx_t>(n), x);
             }
             if (n) idx->add(static_cast<faiss::Index::idx_t>(n), x);
@@ -227,7 +256,8 @@ int donto_ann_search(const donto_ann *a, const float *q, size_t nq, size_t k, fl
 
 int donto_ann_set_search(donto_ann *a, const char *params, donto_err *err) {
     try {
-        faiss::ParameterSpace().set_index_parameters(a->idx.get(), params);
+        donto_ann_opts o = {nullptr, params, 0};
+        apply_search(a->idx.get(), &o);
         return 0;
     } catch (...) {
         return fail(err, "search parameters");
@@ -333,6 +363,16 @@ int donto_ann_load(const char *path, int dim, const donto_ann_opts *o, donto_ann
     }
     std::fclose(f);
     return rc;
+}
+
+void donto_ann_describe(const donto_ann *a, char *buf, size_t cap) {
+    if (!cap) return;
+    std::string d = "Flat";
+    if (auto *h = dynamic_cast<const faiss::IndexHNSW *>(a->idx.get()))
+        d = "HNSW" + std::to_string(h->hnsw.nb_neighbors(1)) + ",Flat efSearch=" + std::to_string(h->hnsw.efSearch);
+    else if (auto *ivf = faiss::ivflib::try_extract_index_ivf(a->idx.get()))
+        d = "IVF" + std::to_string(ivf->nlist) + ",Flat nprobe=" + std::to_string(ivf->nprobe);
+    std::snprintf(buf, cap, "%s", d.c_str());
 }
 
 size_t donto_ann_ntotal(const donto_ann *a) { return a ? static_cast<size_t>(a->idx->ntotal) : 0; }
