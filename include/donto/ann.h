@@ -6,8 +6,8 @@
  *
  * Similarity is the inner product (vectors are L2-normalised, so it is the
  * cosine). The index kind is a FAISS index_factory description, or "auto"
- * (the default): IVF-Flat with about 4 sqrt(n) lists, probing 1/32 of
- * them (at least 32) per query. Why IVF and not HNSW (Debian's FAISS is a generic
+ * (the default): IVF-Flat with about 4 sqrt(n) lists, probing 32 of
+ * them (1/128 of them on very large indexes) per query. Why IVF and not HNSW (Debian's FAISS is a generic
  * SSE build and HNSW construction was ~200 vectors/s on our 2 cores) is
  * measured in docs/recall.md.
  *
@@ -36,7 +36,7 @@ typedef struct donto_ann donto_ann;
 typedef struct donto_ann_opts {
     const char *kind;   /* FAISS index_factory string or "auto"; NULL: "auto" */
     const char *search; /* FAISS ParameterSpace string, e.g. "nprobe=32" or
-                         * "efSearch=64"; NULL: IVF nprobe = max(32, nlist/32),
+                         * "efSearch=64"; NULL: IVF nprobe = max(32, nlist/128),
                          * HNSW efSearch = DONTO_ANN_HNSW_EF_SEARCH */
     int threads;        /* OpenMP threads for build/add/batch search; 0: leave as is */
 } donto_ann_opts;

@@ -598,8 +598,13 @@ static answer do_recall(donto_coord *c, donto_store *s, struct MHD_Connection *c
     size_t n = 0;
     donto_recall_info info;
     donto_err e = {{0}};
-    if (donto_recall_query(c->recall, s, (donto_target)t, q, (size_t)k, &hits, &n, &info, &e))
-        return store_failure(s, "recall", &e); /* details (paths, SQL) go to the log only */
+    if (donto_recall_query(c->recall, s, (donto_target)t, q, (size_t)k, &hits, &n, &info, &e)) {
+        /* Details (paths, SQL, dimensions) go to the log only. */
+        donto_err pe;
+        if (s->ops->ping(s, &pe) != 0) return store_failure(s, "recall", &e);
+        DLOG_ERROR("coord: recall failed: %s", e.msg);
+        return errorf(500, "recall_failed", "recall failed (details in the coordinator's log)");
+    }
     char *json = donto_recall_json(q, (donto_target)t, c->recall_model ? c->recall_model : "", &info, hits, n);
     donto_recall_hits_free(hits, n);
     if (!json) return errorf(500, "internal", "cannot encode the answer (a stored text is not valid UTF-8)");
