@@ -13,6 +13,7 @@ static void usage(FILE *f) {
             "commands:\n"
             "  embed          embed texts (JSONL or lines) into vectors\n"
             "  search         exact semantic search over vectors written by embed\n"
+            "  recall         semantic search over the vectors in the database (exact or ANN)\n"
             "  model fetch    download the model from the Hugging Face hub (SHA-256 checked)\n"
             "  serve          the coordinator: the embedding work queue over HTTP\n"
             "  migrate        apply the work queue's database migrations\n"
@@ -36,6 +37,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "embed")) return donto_embed_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "search")) return donto_search_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "recall")) return donto_recall_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return donto_serve_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "migrate")) return donto_migrate_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "status")) return donto_status_cmd(argc - 1, argv + 1);

@@ -592,6 +592,99 @@ static void test_odd_ids_and_bytes(void) {
     donto_store_close(s);
 }
 
+/* Recall's reads: the high-water mark and the (created, item_id) pages. */
+static void test_vectors_read(void) {
+    donto_err err;
+    donto_store *s = fresh();
+    /* 10 claims of model m, plus one of another model and one entity (both
+     * must stay out of the claim/m reads). */
+    enum { N = 10 };
+    char ids[N][16];
+    donto_enqueue_item e[N + 2];
+    for (int i = 0; i < N; i++) {
+        snprintf(ids[i], sizeof ids[i], "c%02d", (i * 7) % N); /* not enqueued in id order */
+        e[i] = E(DONTO_TARGET_CLAIM, ids[i], "m");
+    }
+    e[N] = E(DONTO_TARGET_CLAIM, "other-model", "m2");
+    e[N + 1] = E(DONTO_TARGET_ENTITY, "ent", "m");
+    size_t added;
+    CHECK(s->ops->enqueue(s, e, N + 2, &added, &err) == 0, "%s", err.msg);
+    int64_t cnt = -1, maxc = -1;
+    CHECK(s->ops->vectors_mark(s, DONTO_TARGET_CLAIM, "m", INT64_MIN, &cnt, &maxc, &err) == 0, "%s: %s", g_backend, err.msg);
+    CHECK_EQ_INT(cnt, 0);
+    CHECK(maxc == INT64_MIN, "%s: empty max_created %lld", g_backend, (long long)maxc);
+    donto_lease_batch a = {0};
+    CHECK(s->ops->lease(s, "w", N + 2, -1, 0, 100000, &a, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(a.n, N + 2);
+    /* Item c0k lands at time 100 + 100 * (k / 4): three groups of created. */
+    float vec[N + 2][4];
+    for (size_t i = 0; i < a.n; i++) {
+        donto_submit_item si = S(&a.items[i]);
+        int k = a.items[i].item_id[0] == 'c' && a.items[i].item_id[1] == '0' ? atoi(a.items[i].item_id + 1) : 50;
+        for (int j = 0; j < 4; j++) vec[i][j] = (float)k + 0.25f * (float)j;
+        si.vector = vec[i];
+        donto_reject rj;
+        donto_submit_result res = {.reject = &rj};
+        CHECK(s->ops->submit(s, "w", &si, 1, 100 + 100 * (k / 4), &res, &err) == 0, "%s: %s", g_backend, err.msg);
+        CHECK_EQ_INT(rj, DONTO_REJECT_NONE);
+    }
+    donto_lease_batch_free(&a);
+    CHECK(s->ops->vectors_mark(s, DONTO_TARGET_CLAIM, "m", INT64_MIN, &cnt, &maxc, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(cnt, N);
+    CHECK_EQ_INT(maxc, 300);
+    CHECK(s->ops->vectors_mark(s, DONTO_TARGET_CLAIM, "m", 100, &cnt, &maxc, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(cnt, 6); /* c04..c09 */
+    CHECK(s->ops->vectors_mark(s, DONTO_TARGET_CLAIM, "m", 300, &cnt, &maxc, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(cnt, 0);
+    CHECK(maxc == INT64_MIN, "%s", g_backend);
+    /* Pages of 3 from the start: every claim once, in (created, id) order,
+     * which here is id order, with its own vector. */
+    int seen = 0, pages = 0;
+    int64_t cur = INT64_MIN;
+    char last[64] = "";
+    const char *after = NULL;
+    for (;;) {
+        donto_vec_page p;
+        CHECK(s->ops->vectors_page(s, DONTO_TARGET_CLAIM, "m", cur, after, 3, &p, &err) == 0, "%s: %s", g_backend, err.msg);
+        pages++;
+        for (size_t i = 0; i < p.n; i++, seen++) {
+            char want[16];
+            snprintf(want, sizeof want, "c%02d", seen % 100);
+            CHECK(strcmp(p.item_ids[i], want) == 0, "%s: row %d is %s, want %s", g_backend, seen, p.item_ids[i], want);
+            CHECK_EQ_INT(p.created[i], 100 + 100 * (seen / 4));
+            CHECK_EQ_INT(p.dims, 4);
+            CHECK(p.vecs[i * 4] == (float)seen && p.vecs[i * 4 + 3] == (float)seen + 0.75f, "%s: vector of %s",
+                  g_backend, p.item_ids[i]);
+        }
+        int done = p.n < 3;
+        if (p.n) {
+            cur = p.created[p.n - 1];
+            snprintf(last, sizeof last, "%s", p.item_ids[p.n - 1]);
+            after = last;
+        }
+        donto_vec_page_free(&p);
+        if (done || pages > 10) break;
+    }
+    CHECK_EQ_INT(seen, N);
+    CHECK_EQ_INT(pages, 4);
+    /* after_id NULL: strictly after a created value. */
+    donto_vec_page p;
+    CHECK(s->ops->vectors_page(s, DONTO_TARGET_CLAIM, "m", 200, NULL, 100, &p, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(p.n, 2);
+    if (p.n == 2) CHECK(!strcmp(p.item_ids[0], "c08") && !strcmp(p.item_ids[1], "c09"), "%s", g_backend);
+    donto_vec_page_free(&p);
+    /* Other target and model are separate collections. */
+    CHECK(s->ops->vectors_page(s, DONTO_TARGET_CLAIM, "m2", INT64_MIN, NULL, 100, &p, &err) == 0, "%s", err.msg);
+    CHECK(p.n == 1 && !strcmp(p.item_ids[0], "other-model"), "%s: m2 page", g_backend);
+    donto_vec_page_free(&p);
+    CHECK(s->ops->vectors_mark(s, DONTO_TARGET_ENTITY, "m", INT64_MIN, &cnt, &maxc, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(cnt, 1);
+    CHECK(s->ops->vectors_page(s, DONTO_TARGET_PREDICATE, "m", INT64_MIN, NULL, 100, &p, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(p.n, 0);
+    donto_vec_page_free(&p);
+    donto_store_close(s);
+}
+
 /* PostgreSQL restarted under a coordinator: the call that meets the dead
  * connection fails cleanly, the next one reconnects (and re-prepares). */
 static void test_pg_reconnect(void) {
@@ -882,6 +975,7 @@ static void run_suite(const char *backend, int nitems) {
     test_stats_reports();
     test_throughput();
     test_odd_ids_and_bytes();
+    test_vectors_read();
     test_pg_reconnect();
     test_concurrency(nitems);
     test_concurrency_expiry(nitems / 10 > 1000 ? nitems / 10 : 1000);

@@ -12,6 +12,8 @@ extern "C" {
 
 int donto_embed_cmd(int argc, char **argv);
 int donto_search_cmd(int argc, char **argv);
+/* Recall over the database's vectors (src/cli/recall_cmd.c, logic in src/recall/). */
+int donto_recall_cmd(int argc, char **argv);
 /* The coordinator (src/cli/serve_cmd.c): serve, migrate, token add|list|revoke. */
 int donto_serve_cmd(int argc, char **argv);
 int donto_migrate_cmd(int argc, char **argv);

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "donto/recall.h"
 #include "donto/store.h"
 #include "donto/util.h"
 
@@ -53,6 +54,12 @@ typedef struct donto_coord_config {
      * drive lease expiry. */
     int64_t (*now_ms)(void *ctx);
     void *clock_ctx;
+
+    /* GET <base>/recall (any valid token) embeds ?q= and searches with this
+     * (borrowed; it must outlive the coordinator). NULL: no model loaded,
+     * the route answers 503 no_model. */
+    donto_recall *recall;
+    const char *recall_model; /* the stored model name it searches, for the answer */
 } donto_coord_config;
 
 typedef struct donto_coord donto_coord;

@@ -136,6 +136,16 @@ typedef struct donto_report {
 } donto_report;
 void donto_report_list_free(donto_report *r, size_t n);
 
+/* A page of stored vectors (vectors_page), for the recall index. */
+typedef struct donto_vec_page {
+    size_t n;
+    int dims;          /* 0 when n == 0 */
+    char **item_ids;   /* [n] */
+    int64_t *created;  /* [n] Unix ms */
+    float *vecs;       /* [n * dims], row i = item_ids[i] */
+} donto_vec_page;
+void donto_vec_page_free(donto_vec_page *p);
+
 typedef struct donto_store donto_store;
 
 typedef struct donto_store_ops {
@@ -205,6 +215,19 @@ typedef struct donto_store_ops {
     int (*token_revoke)(donto_store *s, const char *name, int *revoked, donto_err *err);
     /* Every token, by name (never the hash). */
     int (*token_list)(donto_store *s, donto_token_info **out, size_t *n, donto_err *err);
+    /* Recall's high-water mark: how many vectors of (target, model) have
+     * created > since_ms (INT64_MIN: all of them), and the largest created
+     * among those (INT64_MIN when count is 0). */
+    int (*vectors_mark)(donto_store *s, donto_target t, const char *model, int64_t since_ms,
+                        int64_t *count, int64_t *max_created, donto_err *err);
+    /* Read the vectors of (target, model) in chunks, in (created, item_id)
+     * order: at most limit rows after the cursor, i.e. with
+     * (created, item_id) > (after_created, after_id); after_id NULL means
+     * created > after_created. Start with (INT64_MIN, NULL), continue from
+     * the last row returned; a page shorter than limit is the last. Free
+     * out with donto_vec_page_free. */
+    int (*vectors_page)(donto_store *s, donto_target t, const char *model, int64_t after_created,
+                        const char *after_id, size_t limit, donto_vec_page *out, donto_err *err);
     /* Is the database reachable (cheap round trip)? */
     int (*ping)(donto_store *s, donto_err *err);
     void (*close)(donto_store *s);

@@ -19,6 +19,8 @@
 
 #include "donto/cli.h"
 #include "donto/coord.h"
+#include "donto/encoder.h"
+#include "donto/recall.h"
 #include "donto/store.h"
 #include "coord/protocol.h"
 
@@ -47,7 +49,15 @@ static int parse_num(const char *cmd, const char *opt, const char *s, long long 
 
 /* ---- serve ------------------------------------------------------------------ */
 
-static int serve_run(const donto_coord_config *cfg, int migrate, long long drain);
+/* What serve does besides the coordinator's own configuration. */
+typedef struct serve_opts {
+    int migrate;
+    long long drain;                            /* seconds */
+    const char *model_dir, *model_name, *index; /* recall (model_dir NULL: none) */
+    long long ann_min;
+} serve_opts;
+
+static int serve_run(const donto_coord_config *cfg, const serve_opts *o);
 
 static void serve_usage(FILE *f) {
     fprintf(f,
@@ -69,9 +79,18 @@ static void serve_usage(FILE *f) {
             "  --tls-cert FILE     serve HTTPS with this PEM certificate (chain); needs --tls-key\n"
             "  --tls-key FILE      the PEM private key of --tls-cert\n"
             "  --migrate           apply database migrations before serving\n"
+            "  --model DIR         load this model to embed GET <base>/recall queries (without it,\n"
+            "                      /recall answers 503 no_model)\n"
+            "  --model-name NAME   the stored vectors' model recall searches (default: DIR/model_name.txt,\n"
+            "                      else BAAI/bge-small-en-v1.5)\n"
+            "  --index PREFIX      recall's ANN files at PREFIX.<target>.faiss/.ids (default: the SQLite\n"
+            "                      file's path; PostgreSQL: in memory only)\n"
+            "  --ann-min N         recall uses the ANN index from N vectors on (default 20000)\n"
             "  -v, --verbose       log every request\n"
             "  -h, --help          this help\n");
 }
+
+static int serve_until_signal(const donto_coord_config *cfg, long long drain);
 
 int donto_serve_cmd(int argc, char **argv) {
     static const struct option lo[] = {{"db", required_argument, 0, 'd'},
@@ -86,6 +105,10 @@ int donto_serve_cmd(int argc, char **argv) {
                                        {"migrate", no_argument, 0, 'M'},
                                        {"tls-cert", required_argument, 0, 'C'},
                                        {"tls-key", required_argument, 0, 'K'},
+                                       {"model", required_argument, 0, 'R'},
+                                       {"model-name", required_argument, 0, 'N'},
+                                       {"index", required_argument, 0, 'I'},
+                                       {"ann-min", required_argument, 0, 'A'},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
@@ -94,9 +117,10 @@ int donto_serve_cmd(int argc, char **argv) {
     cfg.db_url = DONTO_STORE_DEFAULT_URL;
     cfg.listen = "127.0.0.1:8080";
     cfg.version = DONTO_VERSION;
-    long long v, drain = 30;
+    long long v, drain = 30, ann_min = 0;
     int migrate = 0, ch;
     const char *tls_cert = NULL, *tls_key = NULL;
+    const char *model_dir = NULL, *model_name = NULL, *index = NULL;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
         switch (ch) {
@@ -129,6 +153,12 @@ int donto_serve_cmd(int argc, char **argv) {
         case 'M': migrate = 1; break;
         case 'C': tls_cert = optarg; break;
         case 'K': tls_key = optarg; break;
+        case 'R': model_dir = optarg; break;
+        case 'N': model_name = optarg; break;
+        case 'I': index = optarg; break;
+        case 'A':
+            if (parse_num("serve", "--ann-min", optarg, 1, (long long)1 << 40, &ann_min)) return 2;
+            break;
         case 'v': donto_log_set_level(DONTO_LOG_DEBUG); break;
         case 'h': serve_usage(stdout); return 0;
         default: serve_usage(stderr); return 2;
@@ -156,17 +186,20 @@ int donto_serve_cmd(int argc, char **argv) {
         cfg.tls_cert_pem = cert_pem;
         cfg.tls_key_pem = key_pem;
     }
-    int rc = serve_run(&cfg, migrate, drain);
+    serve_opts so = {migrate, drain, model_dir, model_name, index, ann_min};
+    int rc = serve_run(&cfg, &so);
     free(cert_pem);
     free(key_pem);
     return rc;
 }
 
 /* Migrate if asked, start, wait for SIGTERM/SIGINT, drain. */
-static int serve_run(const donto_coord_config *cfg_, int migrate, long long drain) {
-    const donto_coord_config cfg = *cfg_;
+static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
+    donto_coord_config cfg = *cfg_;
     donto_err err = {{0}};
-    if (migrate) {
+    const char *model_dir = o->model_dir, *model_name = o->model_name, *index = o->index;
+    long long ann_min = o->ann_min, drain = o->drain;
+    if (o->migrate) {
         donto_store *s = NULL;
         if (donto_store_open(cfg.db_url, &s, &err) || s->ops->migrate(s, &err)) {
             if (s) donto_store_close(s);
@@ -175,6 +208,44 @@ static int serve_run(const donto_coord_config *cfg_, int migrate, long long drai
         }
         donto_store_close(s);
     }
+    /* Recall: the model that embeds queries, loaded once, shared by every
+     * request (the encoder and the recall object are thread-safe). */
+    donto_encoder *enc = NULL;
+    donto_recall *rec = NULL;
+    char *rname = NULL, *rprefix = NULL;
+    /* Stop signals blocked before the encoder can start any thread (its
+     * OpenMP team), for the same reason as below. */
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    if (model_dir) {
+        rname = donto_recall_model_name(model_dir, model_name);
+        rprefix = index ? strdup(index) : donto_recall_default_prefix(cfg.db_url);
+        donto_recall_opts ro = {.model_name = rname, .index_prefix = rprefix, .ann_min = (size_t)ann_min};
+        if (donto_encoder_open(model_dir, NULL, &enc, &err) || donto_recall_open(enc, &ro, &rec, &err)) {
+            fprintf(stderr, "donto-embed serve: --model %s: %s\n", model_dir, err.msg);
+            donto_encoder_close(enc);
+            free(rname), free(rprefix);
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            return 1;
+        }
+        cfg.recall = rec;
+        cfg.recall_model = rname;
+        DLOG_INFO("coord: recall embeds queries with %s, searches %s vectors", model_dir, rname);
+    }
+    int rc = serve_until_signal(&cfg, drain);
+    donto_recall_close(rec);
+    donto_encoder_close(enc);
+    free(rname), free(rprefix);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+/* Start, wait for SIGTERM/SIGINT, drain, stop. */
+static int serve_until_signal(const donto_coord_config *cfg, long long drain) {
+    donto_err err = {{0}};
     /* Block the stop signals before any thread exists, so MHD's threads
      * inherit the mask and the signals are taken here by sigwait: no async
      * signal handler, nothing to make async-signal-safe. */
@@ -185,7 +256,7 @@ static int serve_run(const donto_coord_config *cfg_, int migrate, long long drai
     pthread_sigmask(SIG_BLOCK, &stop, &old);
     signal(SIGPIPE, SIG_IGN);
     donto_coord *c;
-    if (donto_coord_start(&cfg, &c, &err)) {
+    if (donto_coord_start(cfg, &c, &err)) {
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         fprintf(stderr, "donto-embed serve: %s\n", err.msg);
         return 1;

@@ -54,7 +54,7 @@
 /* Presented tokens longer than this are refused without hashing. */
 #define TOKEN_MAX 1024
 
-enum { R_NONE = -1, R_LEASE, R_SUBMIT, R_REPORT, R_RELEASE, R_HEALTH, R_STATS, R_METRICS, R_ADMIN, R_N };
+enum { R_NONE = -1, R_LEASE, R_SUBMIT, R_REPORT, R_RELEASE, R_HEALTH, R_STATS, R_METRICS, R_ADMIN, R_RECALL, R_N };
 
 static const struct {
     const char *path;
@@ -63,7 +63,7 @@ static const struct {
 } k_routes[R_N] = {
     [R_LEASE] = {"/lease", 1, 1},  [R_SUBMIT] = {"/submit", 1, 1}, [R_REPORT] = {"/report", 1, 1},
     [R_RELEASE] = {"/release", 1, 1}, [R_HEALTH] = {"/health", 0, 0}, [R_STATS] = {"/stats", 0, 2},
-    [R_METRICS] = {"/metrics", 0, 2}, [R_ADMIN] = {"/admin", 0, 0},
+    [R_METRICS] = {"/metrics", 0, 2}, [R_ADMIN] = {"/admin", 0, 0}, [R_RECALL] = {"/recall", 0, 1},
 };
 
 /* Statuses counted per route for /metrics (anything else: the last slot). */
@@ -176,6 +176,8 @@ struct donto_coord {
     _Atomic int stopping;
     /* Answers queued, by route (R_N: no route) and status, for /metrics. */
     _Atomic unsigned long long hits[R_N + 1][N_STATUS];
+    donto_recall *recall; /* borrowed; NULL: /recall answers 503 */
+    char *recall_model;
 };
 
 typedef struct {
@@ -589,6 +591,43 @@ static answer do_metrics(donto_coord *c, donto_store *s) {
     return a;
 }
 
+/* GET /recall?q=TEXT[&k=N][&target=T]: the k (default 10, at most
+ * RECALL_K_MAX) stored items nearest to TEXT. */
+#define RECALL_K_MAX 100
+static answer do_recall(donto_coord *c, donto_store *s, struct MHD_Connection *conn) {
+    const char *q = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "q");
+    const char *ks = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "k");
+    const char *ts = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "target");
+    if (!q || !*q) return errorf(400, "bad_request", "missing query parameter q");
+    if (strlen(q) > 8192) return errorf(400, "bad_request", "q is longer than 8192 bytes");
+    long k = 10;
+    if (ks) {
+        char *end;
+        errno = 0;
+        k = strtol(ks, &end, 10);
+        if (!*ks || *end || errno || k < 1) return errorf(400, "bad_request", "k must be a whole number >= 1");
+        if (k > RECALL_K_MAX) k = RECALL_K_MAX;
+    }
+    int t = ts ? donto_target_parse(ts) : DONTO_TARGET_CLAIM;
+    if (t < 0) return errorf(400, "bad_request", "unknown target '%.64s' (claim|predicate|entity|memory_chunk)", ts);
+    if (!c->recall) return errorf(503, "no_model", "this coordinator has no model loaded to embed queries (serve --model DIR)");
+    donto_recall_hit *hits = NULL;
+    size_t n = 0;
+    donto_recall_info info;
+    donto_err e = {{0}};
+    if (donto_recall_query(c->recall, s, (donto_target)t, q, (size_t)k, &hits, &n, &info, &e)) {
+        /* Details (paths, SQL, dimensions) go to the log only. */
+        donto_err pe;
+        if (s->ops->ping(s, &pe) != 0) return store_failure(s, "recall", &e);
+        DLOG_ERROR("coord: recall failed: %s", e.msg);
+        return errorf(500, "recall_failed", "recall failed (details in the coordinator's log)");
+    }
+    char *json = donto_recall_json(q, (donto_target)t, c->recall_model ? c->recall_model : "", &info, hits, n);
+    donto_recall_hits_free(hits, n);
+    if (!json) return errorf(500, "internal", "cannot encode the answer (a stored text is not valid UTF-8)");
+    return (answer){200, json, NULL};
+}
+
 /* Unauthenticated: says whether the database answers, never why not. */
 static answer do_health(donto_coord *c, donto_store *s) {
     donto_err e = {{0}};
@@ -651,6 +690,7 @@ static enum MHD_Result on_complete(donto_coord *c, struct MHD_Connection *conn, 
         case R_STATS: a = do_stats(c, s); break;
         case R_METRICS: a = do_metrics(c, s); break;
         case R_HEALTH: a = do_health(c, s); break;
+        case R_RECALL: a = do_recall(c, s, conn); break;
         default: a = errorf(404, "not_found", "no such route"); break;
         }
     }
@@ -780,10 +820,13 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
     c->version = cfg->version ? cfg->version : DONTO_VERSION;
     c->now_ms = cfg->now_ms ? cfg->now_ms : wall_ms;
     c->clock_ctx = cfg->clock_ctx;
+    c->recall = cfg->recall;
+    c->recall_model = cfg->recall_model ? strdup(cfg->recall_model) : NULL;
     if (pthread_mutex_init(&c->mu, NULL) || cond_init_mono(&c->idle_cv) || pthread_mutex_init(&c->pool.mu, NULL) ||
         cond_init_mono(&c->pool.cv)) {
         /* Not worth unwinding a half-initialised set: this fails only when
          * the system is out of resources, and then the process ends. */
+        free(c->recall_model);
         free(c->base);
         free(c);
         return donto_seterr(err, "cannot create locks");
@@ -834,7 +877,7 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(c->d, MHD_DAEMON_INFO_BIND_PORT);
     c->port = info ? (int)info->port : 0;
-    DLOG_INFO("coord: serving %s/{lease,submit,release,report,health,stats,metrics,admin} on %s%s (port %d), %d threads, %d store handles",
+    DLOG_INFO("coord: serving %s/{lease,submit,release,report,health,stats,metrics,admin,recall} on %s%s (port %d), %d threads, %d store handles",
               c->base, c->tls_cert ? "https://" : "", cfg->listen, c->port, threads, pool);
     *out = c;
     return 0;
@@ -846,6 +889,7 @@ fail:
     pthread_cond_destroy(&c->pool.cv);
     free(c->tls_cert);
     free(c->tls_key);
+    free(c->recall_model);
     free(c->base);
     free(c);
     return -1;
@@ -878,6 +922,7 @@ void donto_coord_stop(donto_coord *c, double drain_s) {
     DLOG_INFO("coord: stopped");
     free(c->tls_cert);
     free(c->tls_key);
+    free(c->recall_model);
     free(c->base);
     free(c);
 }

@@ -28,7 +28,7 @@ enum {
     Q_LEASE_ANY, Q_LEASE_TARGET, Q_SUB_LOCK, Q_SUB_VEC, Q_MODEL_GET, Q_MODEL_ADD,
     Q_SUB_WRITE, Q_CONTRIB, Q_MINUTE, Q_SERIES, Q_MIN_PRUNE, Q_RELEASE, Q_REPORT, Q_STATS_VEC, Q_STATS_QUEUE,
     Q_SINCE, Q_CONTRIB_LIST, Q_REPORTS, Q_TOK_ADD, Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST,
-    Q_MIG_HAS, Q_MIG_ADD, Q_N
+    Q_MIG_HAS, Q_MIG_ADD, Q_VEC_MARK, Q_VEC_PAGE, Q_N
 };
 
 /* Lease ids: one sequence value per call (nextval per row was a fifth of
@@ -119,6 +119,15 @@ static const struct {
     [Q_TOK_LIST] = {"SELECT name, role, created, revoked FROM tokens ORDER BY name", 0},
     [Q_MIG_HAS] = {"SELECT 1 FROM schema_migrations WHERE version = $1", 1},
     [Q_MIG_ADD] = {"INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", 2},
+    /* Recall: both walk the vectors_recall index (migration 4). The page is
+     * read in binary (raw bytea, no hex round trip). */
+    [Q_VEC_MARK] = {"SELECT count(*), max(created) FROM vectors WHERE target = $1 AND model = $2 "
+                    "AND created > $3",
+                    3},
+    [Q_VEC_PAGE] = {"SELECT item_id, created, dims, vec FROM vectors WHERE target = $1 AND model = $2 "
+                    "AND created >= $3 AND ($4::text IS NULL OR (created, item_id) > ($3, $4::text)) "
+                    "ORDER BY created, item_id LIMIT $5",
+                    5},
 };
 
 /* Numbered migrations; never edit one that has shipped, add the next. */
@@ -154,6 +163,9 @@ static const struct {
      "CREATE TABLE contributor_minutes (worker_id TEXT NOT NULL, minute BIGINT NOT NULL,"
      " n BIGINT NOT NULL, PRIMARY KEY (worker_id, minute));"
      "CREATE INDEX contributor_minutes_minute ON contributor_minutes (minute);"},
+    /* Recall reads a target+model's vectors in (created, item_id) order, in
+     * pages, and counts those past a high-water mark. */
+    {5, "recall index", "CREATE INDEX vectors_recall ON vectors (target, model, created, item_id);"},
     /* The substrate (src/substrate/, docs/substrate.md): donto's tables. A
      * gap before 10 leaves numbers for queue migrations of other branches.
      * Live = upper_inf(tx_time); retraction closes the range. */
@@ -285,7 +297,13 @@ static int pg_ready(pg_store *s, donto_err *err) {
 
 /* Run prepared statement q (prepared on first use); NULL with err set on
  * failure. The caller PQclears the result. */
+static PGresult *pg_qf(pg_store *s, int q, const pgp *p, const char *step, int binary, donto_err *err);
 static PGresult *pg_q(pg_store *s, int q, const pgp *p, const char *step, donto_err *err) {
+    return pg_qf(s, q, p, step, 0, err);
+}
+
+/* pg_q with the result in text (0) or binary (1) format. */
+static PGresult *pg_qf(pg_store *s, int q, const pgp *p, const char *step, int binary, donto_err *err) {
     if (!s->prepared[q]) {
         char name[16];
         snprintf(name, sizeof name, "dq%d", q);
@@ -301,7 +319,7 @@ static PGresult *pg_q(pg_store *s, int q, const pgp *p, const char *step, donto_
     char name[16];
     snprintf(name, sizeof name, "dq%d", q);
     PGresult *r = PQexecPrepared(s->conn, name, p ? p->n : 0, p ? p->v : NULL,
-                                 p ? p->len : NULL, p ? p->fmt : NULL, 0);
+                                 p ? p->len : NULL, p ? p->fmt : NULL, binary);
     ExecStatusType st = PQresultStatus(r);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         pg_fail(s, err, step, r);
@@ -999,6 +1017,68 @@ static int pg_token_list(donto_store *b, donto_token_info **out, size_t *n, dont
     return 0;
 }
 
+static int pg_vectors_mark(donto_store *b, donto_target t, const char *model, int64_t since_ms,
+                           int64_t *count, int64_t *max_created, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    *count = 0;
+    *max_created = INT64_MIN;
+    if (pg_ready(s, err)) return -1;
+    pgp p = {0};
+    p_i64(&p, (int64_t)t);
+    p_text(&p, model);
+    p_i64(&p, since_ms);
+    PGresult *r = pg_q(s, Q_VEC_MARK, &p, "vectors high-water mark", err);
+    if (!r) return -1;
+    *count = i64(r, 0, 0);
+    if (!PQgetisnull(r, 0, 1)) *max_created = i64(r, 0, 1);
+    PQclear(r);
+    return 0;
+}
+
+static uint64_t be64(const char *b) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | (unsigned char)b[i];
+    return v;
+}
+
+static int pg_vectors_page(donto_store *b, donto_target t, const char *model, int64_t after_created,
+                           const char *after_id, size_t limit, donto_vec_page *out, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    memset(out, 0, sizeof *out);
+    /* after_id NULL: created > after_created, i.e. >= after_created + 1. */
+    if (!after_id && after_created == INT64_MAX) return 0;
+    if (pg_ready(s, err)) return -1;
+    pgp p = {0};
+    p_i64(&p, (int64_t)t);
+    p_text(&p, model);
+    p_i64(&p, after_id ? after_created : after_created + 1);
+    p_text(&p, after_id);
+    p_i64(&p, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
+    PGresult *r = pg_qf(s, Q_VEC_PAGE, &p, "read vectors", 1, err);
+    if (!r) return -1;
+    int rows = PQntuples(r);
+    size_t cap = 0;
+    for (int i = 0; i < rows; i++) {
+        /* Binary columns: text as bytes, int8 and int4 big-endian, bytea raw. */
+        if (PQgetlength(r, i, 1) != 8 || PQgetlength(r, i, 2) != 4) {
+            PQclear(r);
+            donto_vec_page_free(out);
+            return donto_seterr(err, "postgres: read vectors: unexpected column sizes");
+        }
+        int64_t created = (int64_t)be64(PQgetvalue(r, i, 1));
+        const unsigned char *d = (const unsigned char *)PQgetvalue(r, i, 2);
+        int dims = (int)((uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 | (uint32_t)d[2] << 8 | d[3]);
+        if (donto_vec_page_push(out, &cap, PQgetvalue(r, i, 0), (size_t)PQgetlength(r, i, 0), created, dims,
+                                PQgetvalue(r, i, 3), (size_t)PQgetlength(r, i, 3), err)) {
+            PQclear(r);
+            donto_vec_page_free(out);
+            return donto_preerr(err, "postgres");
+        }
+    }
+    PQclear(r);
+    return 0;
+}
+
 static int pg_ping(donto_store *b, donto_err *err) {
     pg_store *s = (pg_store *)b;
     if (pg_ready(s, err)) return -1;
@@ -1028,6 +1108,8 @@ static const donto_store_ops PG_OPS = {
     .token_check = pg_token_check,
     .token_revoke = pg_token_revoke,
     .token_list = pg_token_list,
+    .vectors_mark = pg_vectors_mark,
+    .vectors_page = pg_vectors_page,
     .ping = pg_ping,
     .close = pg_close,
 };

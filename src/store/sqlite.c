@@ -17,7 +17,7 @@ enum {
     Q_LEASE_ANY, Q_LEASE_TARGET, Q_SEQ_GET, Q_SEQ_SET, Q_LEASE_SET, Q_ENQ, Q_SUB_QUEUE,
     Q_SUB_VEC, Q_MODEL_GET, Q_MODEL_ADD, Q_VEC_UPSERT, Q_QUEUE_DEL, Q_CONTRIB, Q_MINUTE, Q_SERIES, Q_MIN_PRUNE, Q_RELEASE,
     Q_REPORT, Q_STATS_VEC, Q_STATS_QUEUE, Q_SINCE, Q_CONTRIB_LIST, Q_REPORTS, Q_TOK_ADD,
-    Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST, Q_MIG_HAS, Q_MIG_ADD, Q_N
+    Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST, Q_MIG_HAS, Q_MIG_ADD, Q_VEC_MARK, Q_VEC_PAGE, Q_N
 };
 
 static const char *const SQL[Q_N] = {
@@ -77,6 +77,12 @@ static const char *const SQL[Q_N] = {
     [Q_MIG_HAS] = "SELECT 1 FROM schema_migrations WHERE version = ?1",
     [Q_MIG_ADD] = "INSERT INTO schema_migrations (version, name, applied) "
                   "VALUES (?1, ?2, strftime('%s','now'))",
+    /* Recall: both walk the vectors_recall index (migration 4). */
+    [Q_VEC_MARK] = "SELECT count(*), max(created) FROM vectors WHERE target = ?1 AND model = ?2 "
+                   "AND created > ?3",
+    [Q_VEC_PAGE] = "SELECT item_id, created, dims, vec FROM vectors WHERE target = ?1 AND model = ?2 "
+                   "AND created >= ?3 AND (?4 IS NULL OR (created, item_id) > (?3, ?4)) "
+                   "ORDER BY created, item_id LIMIT ?5",
 };
 
 /* Numbered migrations; never edit one that has shipped, add the next. */
@@ -116,6 +122,10 @@ static const struct {
      "CREATE TABLE contributor_minutes (worker_id TEXT NOT NULL, minute INTEGER NOT NULL,"
      " n INTEGER NOT NULL, PRIMARY KEY (worker_id, minute));"
      "CREATE INDEX contributor_minutes_minute ON contributor_minutes (minute);"},
+    /* Recall reads a target+model's vectors in (created, item_id) order, in
+     * pages, and counts those past a high-water mark. */
+    {5, "recall index",
+     "CREATE INDEX vectors_recall ON vectors (target, model, created, item_id);"},
     /* The substrate (src/substrate/, docs/substrate.md): donto's tables. A
      * gap before 10 leaves numbers for queue migrations of other branches.
      * tx_time is two columns here (Unix ms; tx_until NULL = open = live). */
@@ -756,6 +766,58 @@ static int sq_token_list(donto_store *b, donto_token_info **out, size_t *n, dont
     return 0;
 }
 
+static int sq_vectors_mark(donto_store *b, donto_target t, const char *model, int64_t since_ms,
+                           int64_t *count, int64_t *max_created, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    *count = 0;
+    *max_created = INT64_MIN;
+    sqlite3_stmt *st = sq_get(s, Q_VEC_MARK, err);
+    if (!st) return -1;
+    sqlite3_bind_int(st, 1, (int)t);
+    bind_text(st, 2, model);
+    sqlite3_bind_int64(st, 3, since_ms);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *count = sqlite3_column_int64(st, 0);
+        if (sqlite3_column_type(st, 1) != SQLITE_NULL) *max_created = sqlite3_column_int64(st, 1);
+    }
+    sq_done(st);
+    return rc == SQLITE_ROW ? 0 : sq_fail(s, err, "vectors high-water mark");
+}
+
+static int sq_vectors_page(donto_store *b, donto_target t, const char *model, int64_t after_created,
+                           const char *after_id, size_t limit, donto_vec_page *out, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st = sq_get(s, Q_VEC_PAGE, err);
+    if (!st) return -1;
+    sqlite3_bind_int(st, 1, (int)t);
+    bind_text(st, 2, model);
+    /* after_id NULL: created > after_created, i.e. >= after_created + 1. */
+    if (!after_id && after_created == INT64_MAX) return 0;
+    sqlite3_bind_int64(st, 3, after_id ? after_created : after_created + 1);
+    if (after_id) bind_text(st, 4, after_id);
+    sqlite3_bind_int64(st, 5, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (donto_vec_page_push(out, &cap, (const char *)sqlite3_column_text(st, 0),
+                                (size_t)sqlite3_column_bytes(st, 0), sqlite3_column_int64(st, 1),
+                                sqlite3_column_int(st, 2), sqlite3_column_blob(st, 3),
+                                (size_t)sqlite3_column_bytes(st, 3), err)) {
+            sq_done(st);
+            donto_vec_page_free(out);
+            return donto_preerr(err, "sqlite");
+        }
+    }
+    sq_done(st);
+    if (rc != SQLITE_DONE) {
+        donto_vec_page_free(out);
+        return sq_fail(s, err, "read vectors");
+    }
+    return 0;
+}
+
 static int sq_ping(donto_store *b, donto_err *err) {
     return sq_exec((sq_store *)b, "SELECT 1", err);
 }
@@ -784,6 +846,8 @@ static const donto_store_ops SQ_OPS = {
     .token_check = sq_token_check,
     .token_revoke = sq_token_revoke,
     .token_list = sq_token_list,
+    .vectors_mark = sq_vectors_mark,
+    .vectors_page = sq_vectors_page,
     .ping = sq_ping,
     .close = sq_close,
 };

@@ -64,6 +64,45 @@ void donto_f32_to_le(const float *v, int dims, unsigned char *out) {
     }
 }
 
+void donto_f32_from_le(const unsigned char *in, int dims, float *out) {
+    for (int i = 0; i < dims; i++) {
+        uint32_t u = (uint32_t)in[4 * i] | (uint32_t)in[4 * i + 1] << 8 | (uint32_t)in[4 * i + 2] << 16 |
+                     (uint32_t)in[4 * i + 3] << 24;
+        memcpy(&out[i], &u, 4);
+    }
+}
+
+void donto_vec_page_free(donto_vec_page *p) {
+    if (!p) return;
+    for (size_t i = 0; i < p->n; i++) free(p->item_ids[i]);
+    free(p->item_ids);
+    free(p->created);
+    free(p->vecs);
+    memset(p, 0, sizeof *p);
+}
+
+int donto_vec_page_push(donto_vec_page *p, size_t *cap, const char *item_id, size_t id_len,
+                        int64_t created, int dims, const void *blob, size_t blob_len, donto_err *err) {
+    if (p->n == 0) p->dims = dims;
+    if (dims <= 0 || dims != p->dims || blob_len != (size_t)dims * 4)
+        return donto_seterr(err, "stored vector of %.*s: %d dims in %zu bytes (page holds %d-d vectors)",
+                            (int)(id_len > 200 ? 200 : id_len), item_id, dims, blob_len, p->dims);
+    if (p->n == *cap) {
+        *cap = *cap ? 2 * *cap : 256;
+        p->item_ids = donto_xrealloc(p->item_ids, *cap * sizeof *p->item_ids);
+        p->created = donto_xrealloc(p->created, *cap * sizeof *p->created);
+        p->vecs = donto_xrealloc(p->vecs, *cap * (size_t)dims * sizeof *p->vecs);
+    }
+    char *id = donto_xmalloc(id_len + 1);
+    memcpy(id, item_id, id_len);
+    id[id_len] = 0;
+    p->item_ids[p->n] = id;
+    p->created[p->n] = created;
+    donto_f32_from_le(blob, dims, p->vecs + p->n * (size_t)dims);
+    p->n++;
+    return 0;
+}
+
 donto_reject donto_submit_verdict_queued(const char *worker_id, int64_t given_lease,
                                          const char *owner, int64_t row_lease) {
     /* Ours, and the fencing token (when given) is the current one: accept even

@@ -17,6 +17,12 @@ size_t donto_utf8_prefix(const char *s, size_t max_chars);
 
 /* Vectors are stored as float32 little-endian bytes whatever the host. */
 void donto_f32_to_le(const float *v, int dims, unsigned char *out);
+void donto_f32_from_le(const unsigned char *in, int dims, float *out);
+/* Append one row to a page being filled (cap: its row capacity; vecs are
+ * float32 LE bytes). -1 with err set when dims or the blob length disagree
+ * with the page's first row. */
+int donto_vec_page_push(donto_vec_page *p, size_t *cap, const char *item_id, size_t id_len,
+                        int64_t created, int dims, const void *blob, size_t blob_len, donto_err *err);
 
 /* The submit decision for one item, shared so both backends agree.
  * Queue row found: its owner and lease_id. */
