@@ -13,13 +13,23 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/bert_cpu.h"
+#include "model/gpu_plan.h"
 #include "model/quant.h"
+#ifdef DONTO_HAVE_CUDA
+#include "model/bert_cuda.h"
+#endif
 
 #define CHUNK_TEXTS 2048
+/* On the GPU a chunk is tokenised while the previous one computes, and a
+ * bigger chunk sorts into batches of more even lengths. */
+#define CHUNK_TEXTS_GPU 16384
+#define GPU_BATCH_TOKENS 16384
+#define GPU_SLOTS 3
 
 struct donto_encoder {
     donto_bert_weights *w;
@@ -28,7 +38,29 @@ struct donto_encoder {
     int pooling;
     bert_linear_ops ops;
     bert_quant *quant; /* integer path, or NULL */
+    /* CUDA path (device == DONTO_DEVICE_CUDA) */
+    void *gpu;         /* bert_cuda */
+    gp_engine geng;
+    gp_stream gst;
+    int gst_ok;
+    pthread_mutex_t gmu; /* one caller at a time on the engine's streams */
 };
+
+int donto_cuda_built(void) {
+#ifdef DONTO_HAVE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int donto_device_parse(const char *s) {
+    if (!strcmp(s, "cpu")) return DONTO_DEVICE_CPU;
+    if (!strcmp(s, "cuda")) return DONTO_DEVICE_CUDA;
+    return -1;
+}
+
+const char *donto_device_name(donto_device d) { return d == DONTO_DEVICE_CUDA ? "cuda" : "cpu"; }
 
 void donto_encoder_default_opts(donto_encoder_opts *o) {
     memset(o, 0, sizeof *o);
@@ -39,10 +71,53 @@ void donto_encoder_default_opts(donto_encoder_opts *o) {
 int donto_precision_parse(const char *s) {
     if (!strcmp(s, "fp32")) return DONTO_PREC_FP32;
     if (!strcmp(s, "int16")) return DONTO_PREC_INT16;
+    if (!strcmp(s, "bf16")) return DONTO_PREC_BF16;
     return -1;
 }
 
-const char *donto_precision_name(donto_precision p) { return p == DONTO_PREC_INT16 ? "int16" : "fp32"; }
+const char *donto_precision_name(donto_precision p) {
+    return p == DONTO_PREC_INT16 ? "int16" : p == DONTO_PREC_BF16 ? "bf16" : "fp32";
+}
+
+/* Device half of open: check the device/precision pair, start the engine. */
+static int open_device(donto_encoder *e, donto_err *err) {
+    if (e->o.device == DONTO_DEVICE_CPU) {
+        if (e->o.precision == DONTO_PREC_BF16)
+            return donto_seterr(err, "precision bf16 runs on the GPU only (--device cuda); the CPU has fp32 and int16");
+        return 0;
+    }
+    if (e->o.device != DONTO_DEVICE_CUDA) return donto_seterr(err, "unknown device %d", (int)e->o.device);
+    if (e->o.precision == DONTO_PREC_INT16)
+        return donto_seterr(err, "precision int16 is a CPU path; on --device cuda use bf16 or fp32");
+#ifdef DONTO_HAVE_CUDA
+    bert_cuda_opts co = {.gpu = e->o.gpu,
+                         .bf16 = e->o.precision == DONTO_PREC_BF16,
+                         .pooling = e->pooling,
+                         .max_tokens = e->o.batch_tokens,
+                         .max_seqs = e->o.batch_tokens,
+                         .nslots = GPU_SLOTS};
+    bert_cuda *g;
+    if (bert_cuda_open(e->w, &co, &g, err)) return -1;
+    e->gpu = g;
+    bert_cuda_engine(g, &e->geng);
+    if (gp_stream_init(&e->gst, &e->geng, err)) return -1;
+    e->gst_ok = 1;
+    return 0;
+#else
+    return donto_seterr(err, "--device cuda: this donto-accel was built without CUDA (rebuild with "
+                             "cmake -DDONTO_CUDA=ON, e.g. `make cuda-build`)");
+#endif
+}
+
+int donto_encoder_devinfo_get(const donto_encoder *e, donto_encoder_devinfo *out) {
+    memset(out, 0, sizeof *out);
+#ifdef DONTO_HAVE_CUDA
+    if (e->gpu) return bert_cuda_info(e->gpu, out);
+#else
+    (void)e;
+#endif
+    return 0;
+}
 
 int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_encoder **out,
                        donto_err *err) {
@@ -50,8 +125,9 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
     donto_encoder *e = donto_xcalloc(1, sizeof *e);
     if (opts) e->o = *opts;
     else donto_encoder_default_opts(&e->o);
+    pthread_mutex_init(&e->gmu, NULL);
     if (e->o.threads <= 0) e->o.threads = donto_ncpu();
-    if (e->o.batch_tokens <= 0) e->o.batch_tokens = 4096;
+    if (e->o.batch_tokens <= 0) e->o.batch_tokens = e->o.device == DONTO_DEVICE_CUDA ? GPU_BATCH_TOKENS : 4096;
     if (donto_bert_load(dir, &e->w, err)) goto fail;
     const donto_bert_config *c = &e->w->cfg;
     if (e->o.max_len <= 0 || e->o.max_len > c->max_position) e->o.max_len = c->max_position;
@@ -66,6 +142,7 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
                      donto_tokenizer_vocab_size(e->tok), c->vocab_size);
         goto fail;
     }
+    if (open_device(e, err)) goto fail;
     if (e->o.precision == DONTO_PREC_INT16) {
         if (bert_quant_init(&e->quant, e->w, err)) goto fail;
         bert_quant_ops(&e->ops, e->quant);
@@ -84,6 +161,11 @@ fail:
 
 void donto_encoder_close(donto_encoder *e) {
     if (!e) return;
+    if (e->gst_ok) gp_stream_free(&e->gst);
+#ifdef DONTO_HAVE_CUDA
+    bert_cuda_close(e->gpu);
+#endif
+    pthread_mutex_destroy(&e->gmu);
     bert_quant_free(e->quant);
     donto_tokenizer_close(e->tok);
     donto_bert_free(e->w);
@@ -104,24 +186,27 @@ static int cmp_len(const void *a, const void *b) {
     return x->idx < y->idx ? -1 : x->idx > y->idx; /* stable: deterministic batches */
 }
 
+static int check_ids(const donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
+                     donto_err *err) {
+    const int V = e->w->cfg.vocab_size;
+    for (size_t i = 0; i < n; i++) {
+        if (ntok[i] < 1 || ntok[i] > e->o.max_len)
+            return donto_seterr(err, "sequence %zu has %d tokens (allowed 1..%d)", i, ntok[i], e->o.max_len);
+        for (int t = 0; t < ntok[i]; t++)
+            if (ids[i][t] < 0 || ids[i][t] >= V)
+                return donto_seterr(err, "sequence %zu: token id %d outside the vocabulary", i, ids[i][t]);
+    }
+    return 0;
+}
+
 /* Run sequences ids[i] (ntok[i]) i < n through the model, rows to out. */
 static int run_sorted(donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
                       float *out, donto_err *err) {
-    const int H = e->w->cfg.hidden, V = e->w->cfg.vocab_size;
+    const int H = e->w->cfg.hidden;
+    if (check_ids(e, ids, ntok, n, err)) return -1;
     len_idx *ord = malloc(n * sizeof *ord);
     if (!ord) return donto_seterr(err, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        if (ntok[i] < 1 || ntok[i] > e->o.max_len) {
-            free(ord);
-            return donto_seterr(err, "sequence %zu has %d tokens (allowed 1..%d)", i, ntok[i], e->o.max_len);
-        }
-        for (int t = 0; t < ntok[i]; t++)
-            if (ids[i][t] < 0 || ids[i][t] >= V) {
-                free(ord);
-                return donto_seterr(err, "sequence %zu: token id %d outside the vocabulary", i, ids[i][t]);
-            }
-        ord[i] = (len_idx){ntok[i], (int)i};
-    }
+    for (size_t i = 0; i < n; i++) ord[i] = (len_idx){ntok[i], (int)i};
     qsort(ord, n, sizeof *ord, cmp_len);
     const int budget = e->o.batch_tokens, nt = e->o.threads;
     size_t maxseq = (size_t)budget; /* every sequence has >= 1 token */
@@ -163,6 +248,13 @@ out:
 int donto_encoder_encode_ids(donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
                              float *out, donto_err *err) {
     if (n == 0) return 0;
+    if (e->gpu) {
+        if (check_ids(e, ids, ntok, n, err)) return -1;
+        pthread_mutex_lock(&e->gmu);
+        int rc = gp_stream_feed(&e->gst, ids, ntok, n, out, err) || gp_stream_drain(&e->gst, err) ? -1 : 0;
+        pthread_mutex_unlock(&e->gmu);
+        return rc;
+    }
     return run_sorted(e, ids, ntok, n, out, err);
 }
 
@@ -171,11 +263,13 @@ int donto_encoder_encode(donto_encoder *e, const char *const *texts, const size_
     if (stats) memset(stats, 0, sizeof *stats);
     if (n == 0) return 0;
     const int ml = e->o.max_len, H = e->w->cfg.hidden;
-    size_t chunk = n < CHUNK_TEXTS ? n : CHUNK_TEXTS;
+    const size_t cmax = e->gpu ? CHUNK_TEXTS_GPU : CHUNK_TEXTS;
+    size_t chunk = n < cmax ? n : cmax;
     int32_t *idbuf = malloc(chunk * (size_t)ml * sizeof *idbuf);
     int32_t **ptr = malloc(chunk * sizeof *ptr);
     int *ntok = malloc(chunk * sizeof *ntok);
     int rc = 0;
+    if (e->gpu) pthread_mutex_lock(&e->gmu);
     if (!idbuf || !ptr || !ntok) {
         rc = donto_seterr(err, "out of memory tokenizing %zu texts", chunk);
         goto out;
@@ -195,10 +289,19 @@ int donto_encoder_encode(donto_encoder *e, const char *const *texts, const size_
             truncated += ntok[i] == ml;
         }
         if (stats) stats->tokens += tokens, stats->truncated += truncated;
-        rc = run_sorted(e, (const int32_t *const *)ptr, ntok, m, out + c0 * (size_t)H, err);
+        if (e->gpu) {
+            /* The feed returns with this chunk's last batches still on the
+             * device: the next round's tokenising overlaps them. Packing
+             * copied the ids, so idbuf is free to be overwritten. */
+            rc = gp_stream_feed(&e->gst, (const int32_t *const *)ptr, ntok, m, out + c0 * (size_t)H, err);
+        } else {
+            rc = run_sorted(e, (const int32_t *const *)ptr, ntok, m, out + c0 * (size_t)H, err);
+        }
         if (rc) break;
     }
+    if (e->gpu && !rc) rc = gp_stream_drain(&e->gst, err);
 out:
+    if (e->gpu) pthread_mutex_unlock(&e->gmu);
     free(idbuf);
     free(ptr);
     free(ntok);
