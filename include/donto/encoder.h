@@ -89,7 +89,7 @@ int donto_cuda_built(void);
 
 /* Device figures of an open encoder (zeros on the CPU). */
 typedef struct donto_encoder_devinfo {
-    char name[128];         /* e.g. "NVIDIA H200" */
+    char name[256];         /* e.g. "NVIDIA H200" */
     int sm;                 /* compute capability x 10 + y */
     size_t mem_total;       /* bytes on the card */
     size_t mem_engine;      /* bytes this engine allocated: weights + activations + workspace */

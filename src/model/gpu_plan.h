@@ -28,6 +28,10 @@
 #include "donto/model.h"
 #include "donto/util.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define GP_MAX_SLOTS 8
 
 /* ---------- token-budget batcher ---------- */
@@ -145,4 +149,7 @@ int gp_stream_feed(gp_stream *s, const int32_t *const *ids, const int *ntok, siz
 /* Retire every batch in flight. */
 int gp_stream_drain(gp_stream *s, donto_err *err);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
