@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "model/bert_cpu.h"
+#include "model/encoder_int.h"
 #include "model/gpu_plan.h"
 #include "model/quant.h"
 #ifdef DONTO_HAVE_CUDA
@@ -27,7 +28,7 @@
 #define CHUNK_TEXTS 2048
 /* On the GPU a chunk is tokenised while the previous one computes, and a
  * bigger chunk sorts into batches of more even lengths. */
-#define CHUNK_TEXTS_GPU 16384
+#define CHUNK_TEXTS_GPU 8192
 #define GPU_BATCH_TOKENS 16384
 #define GPU_SLOTS 3
 
@@ -42,7 +43,7 @@ struct donto_encoder {
     void *gpu;         /* bert_cuda */
     gp_engine geng;
     gp_stream gst;
-    int gst_ok;
+    int gst_ok;        /* the stream path is on: encode goes through gst */
     pthread_mutex_t gmu; /* one caller at a time on the engine's streams */
 };
 
@@ -99,14 +100,21 @@ static int open_device(donto_encoder *e, donto_err *err) {
     bert_cuda *g;
     if (bert_cuda_open(e->w, &co, &g, err)) return -1;
     e->gpu = g;
-    bert_cuda_engine(g, &e->geng);
-    if (gp_stream_init(&e->gst, &e->geng, err)) return -1;
-    e->gst_ok = 1;
-    return 0;
+    gp_engine eng;
+    bert_cuda_engine(g, &eng);
+    return donto_encoder_attach_engine(e, &eng, err);
 #else
     return donto_seterr(err, "--device cuda: this donto-accel was built without CUDA (rebuild with "
                              "cmake -DDONTO_CUDA=ON, e.g. `make cuda-build`)");
 #endif
+}
+
+int donto_encoder_attach_engine(donto_encoder *e, const gp_engine *eng, donto_err *err) {
+    if (e->gst_ok) return donto_seterr(err, "the encoder already has an engine");
+    e->geng = *eng;
+    if (gp_stream_init(&e->gst, &e->geng, err)) return -1;
+    e->gst_ok = 1;
+    return 0;
 }
 
 int donto_encoder_devinfo_get(const donto_encoder *e, donto_encoder_devinfo *out) {
@@ -248,7 +256,7 @@ out:
 int donto_encoder_encode_ids(donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
                              float *out, donto_err *err) {
     if (n == 0) return 0;
-    if (e->gpu) {
+    if (e->gst_ok) {
         if (check_ids(e, ids, ntok, n, err)) return -1;
         pthread_mutex_lock(&e->gmu);
         int rc = gp_stream_feed(&e->gst, ids, ntok, n, out, err) || gp_stream_drain(&e->gst, err) ? -1 : 0;
@@ -258,52 +266,119 @@ int donto_encoder_encode_ids(donto_encoder *e, const int32_t *const *ids, const 
     return run_sorted(e, ids, ntok, n, out, err);
 }
 
+/* Tokenise texts [c0, c0 + m) into ptr/ntok (rows of idbuf). */
+typedef struct {
+    donto_encoder *e;
+    const char *const *texts;
+    const size_t *lens;
+    size_t c0, m;
+    int32_t *idbuf, **ptr;
+    int *ntok;
+    size_t tokens, truncated;
+} tok_job;
+
+static void tokenize_chunk(tok_job *j) {
+    donto_encoder *e = j->e;
+    const int ml = e->o.max_len;
+    size_t tokens = 0, truncated = 0;
+#pragma omp parallel for num_threads(e->o.threads) schedule(dynamic, 16) reduction(+ : tokens, truncated)
+    for (size_t i = 0; i < j->m; i++) {
+        const char *t = j->texts[j->c0 + i];
+        size_t len = j->lens ? j->lens[j->c0 + i] : (t ? strlen(t) : 0);
+        j->ptr[i] = j->idbuf + i * (size_t)ml;
+        j->ntok[i] = donto_tokenizer_encode(e->tok, t ? t : "", t ? len : 0, j->ptr[i], ml);
+        tokens += (size_t)j->ntok[i];
+        /* A text that filled max_len may have been cut; count it so the
+         * caller can tell the user (exact only up to that ambiguity). */
+        truncated += j->ntok[i] == ml;
+    }
+    j->tokens = tokens, j->truncated = truncated;
+}
+
+static void *tokenize_thread(void *arg) {
+    tokenize_chunk(arg);
+    return NULL;
+}
+
+typedef struct {
+    int32_t *idbuf, **ptr;
+    int *ntok;
+} tok_bufs;
+
+static int tok_bufs_alloc(tok_bufs *b, size_t chunk, int ml) {
+    b->idbuf = malloc(chunk * (size_t)ml * sizeof *b->idbuf);
+    b->ptr = malloc(chunk * sizeof *b->ptr);
+    b->ntok = malloc(chunk * sizeof *b->ntok);
+    return b->idbuf && b->ptr && b->ntok ? 0 : -1;
+}
+
+static void tok_bufs_free(tok_bufs *b) {
+    free(b->idbuf);
+    free(b->ptr);
+    free(b->ntok);
+}
+
+/* GPU path: a helper thread tokenises chunk c+1 (into the other buffer set)
+ * while this thread packs and submits chunk c, paced by the device; feeding
+ * copies the ids into pinned slots, so chunk c's buffers are free once its
+ * feed returns. Vectors land in out as their batches retire. */
+static int encode_gpu(donto_encoder *e, const char *const *texts, const size_t *lens, size_t n, float *out,
+                      donto_encode_stats *stats, donto_err *err) {
+    const int ml = e->o.max_len, H = e->w->cfg.hidden;
+    size_t chunk = n < CHUNK_TEXTS_GPU ? n : CHUNK_TEXTS_GPU;
+    tok_bufs b[2] = {{0}};
+    int rc = 0;
+    if (tok_bufs_alloc(&b[0], chunk, ml) || (n > chunk && tok_bufs_alloc(&b[1], chunk, ml))) {
+        tok_bufs_free(&b[0]);
+        tok_bufs_free(&b[1]);
+        return donto_seterr(err, "out of memory tokenizing %zu texts", chunk);
+    }
+    pthread_mutex_lock(&e->gmu);
+    tok_job cur = {e, texts, lens, 0, chunk, b[0].idbuf, b[0].ptr, b[0].ntok, 0, 0};
+    tokenize_chunk(&cur);
+    for (size_t c0 = 0, k = 0; c0 < n; c0 += chunk, k ^= 1) {
+        if (stats) stats->tokens += cur.tokens, stats->truncated += cur.truncated;
+        size_t c1 = c0 + cur.m;
+        tok_job next = {e, texts, lens, c1, n - c1 < chunk ? n - c1 : chunk, b[k ^ 1].idbuf, b[k ^ 1].ptr,
+                        b[k ^ 1].ntok, 0, 0};
+        pthread_t th;
+        int threaded = 0;
+        if (c1 < n) threaded = pthread_create(&th, NULL, tokenize_thread, &next) == 0;
+        rc = gp_stream_feed(&e->gst, (const int32_t *const *)cur.ptr, cur.ntok, cur.m, out + c0 * (size_t)H, err);
+        if (threaded) pthread_join(th, NULL);
+        else if (c1 < n && !rc) tokenize_chunk(&next); /* no thread: in line */
+        if (rc) break;
+        cur = next;
+    }
+    if (!rc) rc = gp_stream_drain(&e->gst, err);
+    pthread_mutex_unlock(&e->gmu);
+    tok_bufs_free(&b[0]);
+    tok_bufs_free(&b[1]);
+    return rc;
+}
+
 int donto_encoder_encode(donto_encoder *e, const char *const *texts, const size_t *lens, size_t n,
                          float *out, donto_encode_stats *stats, donto_err *err) {
     if (stats) memset(stats, 0, sizeof *stats);
     if (n == 0) return 0;
+    if (e->gst_ok) return encode_gpu(e, texts, lens, n, out, stats, err);
     const int ml = e->o.max_len, H = e->w->cfg.hidden;
-    const size_t cmax = e->gpu ? CHUNK_TEXTS_GPU : CHUNK_TEXTS;
-    size_t chunk = n < cmax ? n : cmax;
-    int32_t *idbuf = malloc(chunk * (size_t)ml * sizeof *idbuf);
-    int32_t **ptr = malloc(chunk * sizeof *ptr);
-    int *ntok = malloc(chunk * sizeof *ntok);
+    size_t chunk = n < CHUNK_TEXTS ? n : CHUNK_TEXTS;
+    tok_bufs b = {0};
     int rc = 0;
-    if (e->gpu) pthread_mutex_lock(&e->gmu);
-    if (!idbuf || !ptr || !ntok) {
+    if (tok_bufs_alloc(&b, chunk, ml)) {
         rc = donto_seterr(err, "out of memory tokenizing %zu texts", chunk);
         goto out;
     }
     for (size_t c0 = 0; c0 < n; c0 += chunk) {
         size_t m = n - c0 < chunk ? n - c0 : chunk;
-        size_t tokens = 0, truncated = 0;
-#pragma omp parallel for num_threads(e->o.threads) schedule(dynamic, 16) reduction(+ : tokens, truncated)
-        for (size_t i = 0; i < m; i++) {
-            const char *t = texts[c0 + i];
-            size_t len = lens ? lens[c0 + i] : (t ? strlen(t) : 0);
-            ptr[i] = idbuf + i * (size_t)ml;
-            ntok[i] = donto_tokenizer_encode(e->tok, t ? t : "", t ? len : 0, ptr[i], ml);
-            tokens += (size_t)ntok[i];
-            /* A text that filled max_len may have been cut; count it so the
-             * caller can tell the user (exact only up to that ambiguity). */
-            truncated += ntok[i] == ml;
-        }
-        if (stats) stats->tokens += tokens, stats->truncated += truncated;
-        if (e->gpu) {
-            /* The feed returns with this chunk's last batches still on the
-             * device: the next round's tokenising overlaps them. Packing
-             * copied the ids, so idbuf is free to be overwritten. */
-            rc = gp_stream_feed(&e->gst, (const int32_t *const *)ptr, ntok, m, out + c0 * (size_t)H, err);
-        } else {
-            rc = run_sorted(e, (const int32_t *const *)ptr, ntok, m, out + c0 * (size_t)H, err);
-        }
+        tok_job j = {e, texts, lens, c0, m, b.idbuf, b.ptr, b.ntok, 0, 0};
+        tokenize_chunk(&j);
+        if (stats) stats->tokens += j.tokens, stats->truncated += j.truncated;
+        rc = run_sorted(e, (const int32_t *const *)b.ptr, b.ntok, m, out + c0 * (size_t)H, err);
         if (rc) break;
     }
-    if (e->gpu && !rc) rc = gp_stream_drain(&e->gst, err);
 out:
-    if (e->gpu) pthread_mutex_unlock(&e->gmu);
-    free(idbuf);
-    free(ptr);
-    free(ntok);
+    tok_bufs_free(&b);
     return rc;
 }
