@@ -372,11 +372,10 @@ static int open_in(bert_cuda *g, const donto_bert_weights *w, const bert_cuda_op
         return donto_seterr(err, "cuda engine: GPU %d does not exist (%d device%s)", o->gpu, ndev, ndev == 1 ? "" : "s");
     CK(cudaSetDevice(o->gpu));
     /* Waiting on a batch should sleep, not spin: the tokeniser threads need
-     * the cores. Only possible before the device's context exists; a second
-     * engine on the same device keeps what the first one set. */
-    cudaError_t fe = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync);
-    if (fe == cudaErrorSetOnActiveProcess) (void)cudaGetLastError();
-    else CK(fe);
+     * the cores. A hint only: where the context is already active and the
+     * flag cannot change (older drivers), waits spin and nothing else differs,
+     * so a refusal is cleared, not reported. */
+    if (cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) (void)cudaGetLastError();
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, o->gpu));
     snprintf(g->name, sizeof g->name, "%s", prop.name);
