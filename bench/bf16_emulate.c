@@ -24,16 +24,9 @@
 #include "donto/model.h"
 #include "donto/tokenizer.h"
 #include "model/bert_cpu.h"
+#include "model/gpu_plan.h"
 
-static float bf16_round(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return f;
-    u += 0x7fffu + ((u >> 16) & 1);
-    u &= 0xffff0000u;
-    memcpy(&f, &u, 4);
-    return f;
-}
+static float bf16_round(float f) { return gp_bf16_to_f32(gp_f32_to_bf16(f)); }
 
 typedef struct {
     const donto_bert_weights *w;

@@ -196,6 +196,37 @@ static void test_ring(void) {
     CHECK(r.staged - r.retired == (uint64_t)r.inflight, "counters");
 }
 
+/* ---------- bf16 rounding ---------- */
+
+static float bits_f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void test_bf16(void) {
+    CHECK(gp_f32_to_bf16(1.0f) == 0x3F80 && gp_f32_to_bf16(-2.0f) == 0xC000, "exact values");
+    CHECK(gp_f32_to_bf16(-0.0f) == 0x8000, "signed zero");
+    /* Halfway cases go to the even mantissa. */
+    CHECK(gp_f32_to_bf16(bits_f(0x3F808000u)) == 0x3F80, "tie down to even");
+    CHECK(gp_f32_to_bf16(bits_f(0x3F818000u)) == 0x3F82, "tie up to even");
+    CHECK(gp_f32_to_bf16(bits_f(0x3F808001u)) == 0x3F81, "above half rounds up");
+    CHECK(gp_f32_to_bf16(bits_f(0x3F807FFFu)) == 0x3F80, "below half rounds down");
+    CHECK(gp_f32_to_bf16(INFINITY) == 0x7F80 && gp_f32_to_bf16(-INFINITY) == 0xFF80, "infinities");
+    CHECK(gp_f32_to_bf16(bits_f(0x7F7FFFFFu)) == 0x7F80, "FLT_MAX rounds to inf");
+    uint16_t nan = gp_f32_to_bf16(NAN);
+    CHECK((nan & 0x7F80) == 0x7F80 && (nan & 0x7F) != 0, "NaN stays NaN: %04x", nan);
+    CHECK(isnan(gp_bf16_to_f32(gp_f32_to_bf16(bits_f(0x7F800001u)))), "signalling NaN payload in the low bits stays NaN");
+    /* Relative error at most 2^-8 (8 significant bits, round to nearest). */
+    float worst = 0;
+    for (int i = 0; i < 100000; i++) {
+        float x = (float)ldexp(1.0 + rnd(1 << 20) / 1048576.0, rnd(60) - 30) * (rnd(2) ? 1 : -1);
+        float r = fabsf(gp_bf16_to_f32(gp_f32_to_bf16(x)) - x) / fabsf(x);
+        worst = r > worst ? r : worst;
+    }
+    CHECK(worst <= 1.0f / 256 && worst > 1.0f / 512, "relative rounding error %g", (double)worst);
+}
+
 /* ---------- stream driver on a fake engine ---------- */
 
 enum { EV_PACK = 1, EV_SUBMIT, EV_WAIT };
@@ -483,6 +514,7 @@ int main(void) {
     test_batcher();
     test_bufplan();
     test_ring();
+    test_bf16();
     tiny_spec s;
     tiny_default(&s);
     s.pooling = 1;

@@ -79,14 +79,6 @@ struct bert_cuda {
 
 /* ---------- weights ---------- */
 
-static uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1);                                            /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
-
 static size_t al(size_t n) { return (n + GP_ALIGN - 1) & ~(size_t)(GP_ALIGN - 1); }
 
 /* Host staging image of the device weights, laid out as on the device. */
@@ -100,7 +92,7 @@ static size_t put(image *im, const float *src, size_t n, int as_bf16) {
     if (im->buf) {
         if (as_bf16) {
             uint16_t *d = (uint16_t *)(im->buf + off);
-            for (size_t i = 0; i < n; i++) d[i] = f32_to_bf16(src[i]);
+            for (size_t i = 0; i < n; i++) d[i] = gp_f32_to_bf16(src[i]);
         } else {
             memcpy(im->buf + off, src, bytes);
         }

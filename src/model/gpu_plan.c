@@ -106,6 +106,16 @@ int gp_bufplan_make(const donto_bert_config *c, int max_tokens, int max_seqs, in
     return 0;
 }
 
+/* ---------- bf16 ---------- */
+
+uint16_t gp_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1); /* ties to even; overflow carries into inf, as it should */
+    return (uint16_t)(u >> 16);
+}
+
 /* ---------- ring ---------- */
 
 int gp_ring_init(gp_ring *r, int nslots, donto_err *err) {

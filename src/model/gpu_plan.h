@@ -111,6 +111,19 @@ int gp_ring_oldest(const gp_ring *r);
  * (results come back in submission order); -1 otherwise. */
 int gp_ring_retire(gp_ring *r, int slot);
 
+/* ---------- bf16 ---------- */
+
+/* fp32 -> bf16 bits, round to nearest even (NaN stays a quiet NaN): how the
+ * CUDA engine stores its GEMM weights, and how bench_bf16_emulate rounds. */
+uint16_t gp_f32_to_bf16(float f);
+static inline float gp_bf16_to_f32(uint16_t h) {
+    union {
+        uint32_t u;
+        float f;
+    } v = {(uint32_t)h << 16};
+    return v.f;
+}
+
 /* ---------- stream driver ---------- */
 
 /* An engine with nslots buffer sets. slot_ids/slot_cu give the host
