@@ -415,11 +415,16 @@ static void test_encoder_stream(const char *dir) {
     donto_bert_weights *w;
     CHECK(donto_bert_load(dir, &w, &err) == 0, "load");
     const int H = donto_encoder_dim(ref);
-    fake f;
-    gp_engine e;
+    /* Two engines (as with two GPUs): each call is split between them. */
+    fake f, f2;
+    gp_engine e, e2;
     fake_init(&f, w, DONTO_POOL_MEAN, 3, 512, 128, w->cfg.max_position, &e);
+    fake_init(&f2, w, DONTO_POOL_MEAN, 2, 300, 64, w->cfg.max_position, &e2);
     CHECK(donto_encoder_attach_engine(enc, &e, &err) == 0, "attach");
-    CHECK(donto_encoder_attach_engine(enc, &e, &err) == -1, "a second engine refused");
+    gp_engine wrong = e;
+    wrong.dim = H + 1;
+    CHECK(donto_encoder_attach_engine(enc, &wrong, &err) == -1, "an engine of another dimension refused");
+    CHECK(donto_encoder_attach_engine(enc, &e2, &err) == 0, "attach a second engine");
     /* More texts than one GPU chunk (8192), so the next chunk is tokenised
      * on the helper thread while this one is fed. */
     const size_t n = 20000;
@@ -446,10 +451,14 @@ static void test_encoder_stream(const char *dir) {
     float d = max_diff(a, b, n * (size_t)H);
     CHECK(d < 1e-5f, "the encoder's GPU path differs from the CPU path by %g", (double)d);
     CHECK(f.violations == 0 && f.max_inflight == 3, "violations %d, max in flight %d", f.violations, f.max_inflight);
+    CHECK(f2.violations == 0 && f2.max_inflight == 2, "engine 2: violations %d, max in flight %d", f2.violations,
+          f2.max_inflight);
+    CHECK(f.submits > 10 && f2.submits > 10, "both engines used: %d and %d batches", f.submits, f2.submits);
     /* A device error mid-way: a clear error, then the next call works. */
-    f.fail_wait_at = f.waits + 5;
+    f2.fail_wait_at = f2.waits + 5;
     CHECK(donto_encoder_encode(enc, (const char *const *)texts, NULL, n, b, NULL, &err) == -1, "device error surfaces");
     CHECK_STR_CONTAINS(err.msg, "device error");
+    CHECK_STR_CONTAINS(err.msg, "GPU engine 1");
     memset(b, 0, n * (size_t)H * 4);
     CHECK(donto_encoder_encode(enc, (const char *const *)texts, NULL, n, b, NULL, &err) == 0 &&
               max_diff(a, b, n * (size_t)H) < 1e-5f,
@@ -466,11 +475,13 @@ static void test_encoder_stream(const char *dir) {
     const int32_t *bp[] = {bad};
     int nb = 3;
     CHECK(donto_encoder_encode_ids(enc, bp, &nb, 1, va, &err) == -1, "bad id refused on the stream path");
+    CHECK(f.violations == 0 && f2.violations == 0, "no violations at the end");
     for (size_t i = 0; i < n; i++) free(texts[i]);
     free(texts), free(a), free(b);
     donto_encoder_close(enc);
     donto_encoder_close(ref);
     fake_free(&f);
+    fake_free(&f2);
     donto_bert_free(w);
 }
 

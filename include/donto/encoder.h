@@ -46,7 +46,8 @@ typedef struct donto_encoder_opts {
     donto_precision precision; /* DONTO_PREC_FP32 (default) */
     int pooling;               /* -1: from the model dir; else donto_pooling */
     donto_device device;       /* DONTO_DEVICE_CPU (default) */
-    int gpu;                   /* CUDA device ordinal (default 0) */
+    int gpu;                   /* CUDA device ordinal (default 0); -1: every visible GPU, one
+                                  engine each, each encode call split between them */
 } donto_encoder_opts;
 
 typedef struct donto_encoder donto_encoder;
@@ -96,6 +97,7 @@ typedef struct donto_encoder_devinfo {
     size_t mem_used_peak;   /* card-wide used bytes (cudaMemGetInfo) after the largest batch */
     int slots;              /* pipeline depth (pinned buffer sets) */
     int batch_tokens;       /* token budget of one packed forward */
+    int engines;            /* GPUs in use (memory figures are summed over them) */
 } donto_encoder_devinfo;
 int donto_encoder_devinfo_get(const donto_encoder *enc, donto_encoder_devinfo *out);
 

@@ -40,7 +40,7 @@ static void usage(FILE *f) {
             "  --precision P      fp32 (default, reference) | int16 (CPU fast path) | bf16 (GPU)\n"
             "  --device D         cpu (default) | cuda (needs a -DDONTO_CUDA=ON build; default\n"
             "                     precision there bf16, fp32 for parity checks)\n"
-            "  --gpu N            CUDA device ordinal (default 0)\n"
+            "  --gpu N|all        CUDA device ordinal (default 0); all: one engine per GPU\n"
             "  --max-len N        tokens per text incl. [CLS]/[SEP] (default: model max, 512)\n"
             "  --batch-tokens N   tokens per packed forward batch (default 4096)\n"
             "  --chunk N          texts read and encoded per round (default 8192)\n"
@@ -183,8 +183,9 @@ int donto_embed_cmd(int argc, char **argv) {
         }
         case 'G': {
             long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < 0 || v > 1024) {
-                fprintf(stderr, "donto-embed embed: --gpu needs a device ordinal, got '%s'\n", optarg);
+            if (!strcmp(optarg, "all")) v = -1;
+            else if (!*optarg || *end || v < 0 || v > 1024) {
+                fprintf(stderr, "donto-embed embed: --gpu needs a device ordinal or 'all', got '%s'\n", optarg);
                 return 2;
             }
             eo.gpu = (int)v;

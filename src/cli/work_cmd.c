@@ -34,7 +34,7 @@ static void usage(FILE *f) {
             "  --threads N          encoder threads (default all CPUs)\n"
             "  --precision P        fp32 (default on the CPU) | int16 | bf16 (default on cuda)\n"
             "  --device D           cpu (default) | cuda [EMBED_CUDA=1 means cuda]\n"
-            "  --gpu N              CUDA device ordinal [EMBED_GPU] (default 0)\n"
+            "  --gpu N|all          CUDA device ordinal [EMBED_GPU] (default 0); all: one engine per GPU\n"
             "  --idle-sleep SECS    after an empty lease [EMBED_IDLE_SLEEP] (default 5)\n"
             "  --max-items N        stop after N items\n"
             "  --exit-when-idle     exit 0 when a lease comes back empty\n"
@@ -184,7 +184,8 @@ int donto_work_cmd(int argc, char **argv) {
         return 2;
     }
     long gpu = 0;
-    if (gpu_s && *gpu_s && parse_int(gpu_s, "--gpu/EMBED_GPU", 0, 1024, &gpu)) return 2;
+    if (gpu_s && !strcmp(gpu_s, "all")) gpu = -1;
+    else if (gpu_s && *gpu_s && parse_int(gpu_s, "--gpu/EMBED_GPU", 0, 1024, &gpu)) return 2;
     if (!prec) prec = dev == DONTO_DEVICE_CUDA ? "bf16" : "fp32";
     if (optind < argc) {
         fprintf(stderr, "donto-embed work: unexpected argument '%s'\n", argv[optind]);

@@ -421,6 +421,12 @@ int bert_cuda_open(const donto_bert_weights *w, const bert_cuda_opts *o, bert_cu
     return 0;
 }
 
+int bert_cuda_device_count(int *n, donto_err *err) {
+    *n = 0;
+    CK(cudaGetDeviceCount(n));
+    return 0;
+}
+
 int bert_cuda_info(const bert_cuda *g, donto_encoder_devinfo *out) {
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", g->name);
@@ -429,6 +435,7 @@ int bert_cuda_info(const bert_cuda *g, donto_encoder_devinfo *out) {
     out->mem_engine = g->mem_engine;
     out->slots = g->nslots;
     out->batch_tokens = g->plan.max_tokens;
+    out->engines = 1;
     size_t fr = 0, tot = 0;
     out->mem_used_peak = g->mem_used;
     if (cudaSetDevice(g->dev) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess && tot - fr > out->mem_used_peak)

@@ -33,6 +33,8 @@ typedef struct bert_cuda_opts {
 
 int bert_cuda_open(const donto_bert_weights *w, const bert_cuda_opts *o, bert_cuda **out, donto_err *err);
 void bert_cuda_close(bert_cuda *g);
+/* Number of visible CUDA devices. */
+int bert_cuda_device_count(int *n, donto_err *err);
 /* Fill e with this engine's slots and callbacks (e->ctx = g). */
 void bert_cuda_engine(bert_cuda *g, gp_engine *e);
 int bert_cuda_info(const bert_cuda *g, donto_encoder_devinfo *out);

@@ -31,6 +31,7 @@
 #define CHUNK_TEXTS_GPU 8192
 #define GPU_BATCH_TOKENS 16384
 #define GPU_SLOTS 3
+#define DONTO_MAX_ENGINES 16
 
 struct donto_encoder {
     donto_bert_weights *w;
@@ -39,13 +40,18 @@ struct donto_encoder {
     int pooling;
     bert_linear_ops ops;
     bert_quant *quant; /* integer path, or NULL */
-    /* CUDA path (device == DONTO_DEVICE_CUDA) */
-    void *gpu;         /* bert_cuda */
-    gp_engine geng;
-    gp_stream gst;
-    int gst_ok;        /* the stream path is on: encode goes through gst */
-    pthread_mutex_t gmu; /* one caller at a time on the engine's streams */
+    /* Stream path (device == DONTO_DEVICE_CUDA): one engine per GPU. */
+    int neng;          /* engines attached; 0: the CPU path */
+    struct {
+        void *gpu;     /* bert_cuda, or NULL (a test's fake) */
+        gp_engine geng;
+        gp_stream gst;
+    } eng[DONTO_MAX_ENGINES];
+    pthread_mutex_t gmu; /* one caller at a time on the engines' streams */
 };
+
+static int run_engines(donto_encoder *e, const char *const *texts, const size_t *lens, const int32_t *const *ids,
+                       const int *ntok, size_t n, float *out, donto_encode_stats *stats, donto_err *err);
 
 int donto_cuda_built(void) {
 #ifdef DONTO_HAVE_CUDA
@@ -91,18 +97,32 @@ static int open_device(donto_encoder *e, donto_err *err) {
     if (e->o.precision == DONTO_PREC_INT16)
         return donto_seterr(err, "precision int16 is a CPU path; on --device cuda use bf16 or fp32");
 #ifdef DONTO_HAVE_CUDA
-    bert_cuda_opts co = {.gpu = e->o.gpu,
-                         .bf16 = e->o.precision == DONTO_PREC_BF16,
-                         .pooling = e->pooling,
-                         .max_tokens = e->o.batch_tokens,
-                         .max_seqs = e->o.batch_tokens,
-                         .nslots = GPU_SLOTS};
-    bert_cuda *g;
-    if (bert_cuda_open(e->w, &co, &g, err)) return -1;
-    e->gpu = g;
-    gp_engine eng;
-    bert_cuda_engine(g, &eng);
-    return donto_encoder_attach_engine(e, &eng, err);
+    /* gpu -1: every visible GPU, one engine each; encode splits its texts. */
+    int first = e->o.gpu, count = 1;
+    if (e->o.gpu < 0) {
+        first = 0;
+        if (bert_cuda_device_count(&count, err)) return donto_preerr(err, "--device cuda (all GPUs)");
+        if (count < 1) return donto_seterr(err, "--device cuda: no GPU visible");
+        if (count > DONTO_MAX_ENGINES) count = DONTO_MAX_ENGINES;
+    }
+    for (int k = 0; k < count; k++) {
+        bert_cuda_opts co = {.gpu = first + k,
+                             .bf16 = e->o.precision == DONTO_PREC_BF16,
+                             .pooling = e->pooling,
+                             .max_tokens = e->o.batch_tokens,
+                             .max_seqs = e->o.batch_tokens,
+                             .nslots = GPU_SLOTS};
+        bert_cuda *g;
+        if (bert_cuda_open(e->w, &co, &g, err)) return -1;
+        gp_engine eng;
+        bert_cuda_engine(g, &eng);
+        if (donto_encoder_attach_engine(e, &eng, err)) {
+            bert_cuda_close(g);
+            return -1;
+        }
+        e->eng[e->neng - 1].gpu = g;
+    }
+    return 0;
 #else
     return donto_seterr(err, "--device cuda: this donto-accel was built without CUDA (rebuild with "
                              "cmake -DDONTO_CUDA=ON, e.g. `make cuda-build`)");
@@ -110,17 +130,27 @@ static int open_device(donto_encoder *e, donto_err *err) {
 }
 
 int donto_encoder_attach_engine(donto_encoder *e, const gp_engine *eng, donto_err *err) {
-    if (e->gst_ok) return donto_seterr(err, "the encoder already has an engine");
-    e->geng = *eng;
-    if (gp_stream_init(&e->gst, &e->geng, err)) return -1;
-    e->gst_ok = 1;
+    if (e->neng == DONTO_MAX_ENGINES) return donto_seterr(err, "at most %d engines", DONTO_MAX_ENGINES);
+    if (eng->dim != e->w->cfg.hidden) return donto_seterr(err, "engine dimension %d, model %d", eng->dim, e->w->cfg.hidden);
+    int k = e->neng;
+    e->eng[k].gpu = NULL;
+    e->eng[k].geng = *eng;
+    if (gp_stream_init(&e->eng[k].gst, &e->eng[k].geng, err)) return -1;
+    e->neng++;
     return 0;
 }
 
 int donto_encoder_devinfo_get(const donto_encoder *e, donto_encoder_devinfo *out) {
     memset(out, 0, sizeof *out);
 #ifdef DONTO_HAVE_CUDA
-    if (e->gpu) return bert_cuda_info(e->gpu, out);
+    for (int k = 0; k < e->neng; k++) {
+        if (!e->eng[k].gpu) continue;
+        donto_encoder_devinfo d;
+        bert_cuda_info(e->eng[k].gpu, &d);
+        if (!out->engines) *out = d; /* the first card's name, sm, slots */
+        else out->mem_engine += d.mem_engine, out->mem_used_peak += d.mem_used_peak, out->mem_total += d.mem_total;
+        out->engines++;
+    }
 #else
     (void)e;
 #endif
@@ -169,10 +199,12 @@ fail:
 
 void donto_encoder_close(donto_encoder *e) {
     if (!e) return;
-    if (e->gst_ok) gp_stream_free(&e->gst);
+    for (int k = 0; k < e->neng; k++) {
+        gp_stream_free(&e->eng[k].gst);
 #ifdef DONTO_HAVE_CUDA
-    bert_cuda_close(e->gpu);
+        bert_cuda_close(e->eng[k].gpu);
 #endif
+    }
     pthread_mutex_destroy(&e->gmu);
     bert_quant_free(e->quant);
     donto_tokenizer_close(e->tok);
@@ -256,12 +288,9 @@ out:
 int donto_encoder_encode_ids(donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
                              float *out, donto_err *err) {
     if (n == 0) return 0;
-    if (e->gst_ok) {
+    if (e->neng) {
         if (check_ids(e, ids, ntok, n, err)) return -1;
-        pthread_mutex_lock(&e->gmu);
-        int rc = gp_stream_feed(&e->gst, ids, ntok, n, out, err) || gp_stream_drain(&e->gst, err) ? -1 : 0;
-        pthread_mutex_unlock(&e->gmu);
-        return rc;
+        return run_engines(e, NULL, NULL, ids, ntok, n, out, NULL, err);
     }
     return run_sorted(e, ids, ntok, n, out, err);
 }
@@ -275,13 +304,14 @@ typedef struct {
     int32_t *idbuf, **ptr;
     int *ntok;
     size_t tokens, truncated;
+    int threads;
 } tok_job;
 
 static void tokenize_chunk(tok_job *j) {
     donto_encoder *e = j->e;
     const int ml = e->o.max_len;
     size_t tokens = 0, truncated = 0;
-#pragma omp parallel for num_threads(e->o.threads) schedule(dynamic, 16) reduction(+ : tokens, truncated)
+#pragma omp parallel for num_threads(j->threads) schedule(dynamic, 16) reduction(+ : tokens, truncated)
     for (size_t i = 0; i < j->m; i++) {
         const char *t = j->texts[j->c0 + i];
         size_t len = j->lens ? j->lens[j->c0 + i] : (t ? strlen(t) : 0);
@@ -318,13 +348,14 @@ static void tok_bufs_free(tok_bufs *b) {
     free(b->ntok);
 }
 
-/* GPU path: a helper thread tokenises chunk c+1 (into the other buffer set)
- * while this thread packs and submits chunk c, paced by the device; feeding
- * copies the ids into pinned slots, so chunk c's buffers are free once its
- * feed returns. Vectors land in out as their batches retire. */
-static int encode_gpu(donto_encoder *e, const char *const *texts, const size_t *lens, size_t n, float *out,
-                      donto_encode_stats *stats, donto_err *err) {
+/* GPU path on engine k: a helper thread tokenises chunk c+1 (into the other
+ * buffer set) while this thread packs and submits chunk c, paced by the
+ * device; feeding copies the ids into pinned slots, so chunk c's buffers are
+ * free once its feed returns. Vectors land in out as their batches retire. */
+static int encode_on(donto_encoder *e, int k, int threads, const char *const *texts, const size_t *lens, size_t n,
+                     float *out, donto_encode_stats *stats, donto_err *err) {
     const int ml = e->o.max_len, H = e->w->cfg.hidden;
+    gp_stream *gst = &e->eng[k].gst;
     size_t chunk = n < CHUNK_TEXTS_GPU ? n : CHUNK_TEXTS_GPU;
     tok_bufs b[2] = {{0}};
     int rc = 0;
@@ -333,27 +364,91 @@ static int encode_gpu(donto_encoder *e, const char *const *texts, const size_t *
         tok_bufs_free(&b[1]);
         return donto_seterr(err, "out of memory tokenizing %zu texts", chunk);
     }
-    pthread_mutex_lock(&e->gmu);
-    tok_job cur = {e, texts, lens, 0, chunk, b[0].idbuf, b[0].ptr, b[0].ntok, 0, 0};
+    tok_job cur = {e, texts, lens, 0, chunk, b[0].idbuf, b[0].ptr, b[0].ntok, 0, 0, threads};
     tokenize_chunk(&cur);
-    for (size_t c0 = 0, k = 0; c0 < n; c0 += chunk, k ^= 1) {
+    for (size_t c0 = 0, x = 0; c0 < n; c0 += chunk, x ^= 1) {
         if (stats) stats->tokens += cur.tokens, stats->truncated += cur.truncated;
         size_t c1 = c0 + cur.m;
-        tok_job next = {e, texts, lens, c1, n - c1 < chunk ? n - c1 : chunk, b[k ^ 1].idbuf, b[k ^ 1].ptr,
-                        b[k ^ 1].ntok, 0, 0};
+        tok_job next = {e, texts, lens, c1, n - c1 < chunk ? n - c1 : chunk, b[x ^ 1].idbuf, b[x ^ 1].ptr,
+                        b[x ^ 1].ntok, 0, 0, threads};
         pthread_t th;
         int threaded = 0;
         if (c1 < n) threaded = pthread_create(&th, NULL, tokenize_thread, &next) == 0;
-        rc = gp_stream_feed(&e->gst, (const int32_t *const *)cur.ptr, cur.ntok, cur.m, out + c0 * (size_t)H, err);
+        rc = gp_stream_feed(gst, (const int32_t *const *)cur.ptr, cur.ntok, cur.m, out + c0 * (size_t)H, err);
         if (threaded) pthread_join(th, NULL);
         else if (c1 < n && !rc) tokenize_chunk(&next); /* no thread: in line */
         if (rc) break;
         cur = next;
     }
-    if (!rc) rc = gp_stream_drain(&e->gst, err);
-    pthread_mutex_unlock(&e->gmu);
+    if (!rc) rc = gp_stream_drain(gst, err);
     tok_bufs_free(&b[0]);
     tok_bufs_free(&b[1]);
+    return rc;
+}
+
+/* One engine's share of a call: texts (encode) or ids (encode_ids). */
+typedef struct {
+    donto_encoder *e;
+    int k, threads;
+    const char *const *texts;
+    const size_t *lens;
+    const int32_t *const *ids;
+    const int *ntok;
+    size_t n;
+    float *out;
+    donto_encode_stats stats;
+    donto_err err;
+    int rc;
+} share;
+
+static void *run_share(void *arg) {
+    share *s = arg;
+    if (s->ids) {
+        gp_stream *g = &s->e->eng[s->k].gst;
+        s->rc = gp_stream_feed(g, s->ids, s->ntok, s->n, s->out, &s->err) || gp_stream_drain(g, &s->err) ? -1 : 0;
+    } else {
+        s->rc = encode_on(s->e, s->k, s->threads, s->texts, s->lens, s->n, s->out, &s->stats, &s->err);
+    }
+    return NULL;
+}
+
+/* Split n items into one contiguous share per engine (one host thread each,
+ * the tokeniser threads divided between them), run, and merge. */
+static int run_engines(donto_encoder *e, const char *const *texts, const size_t *lens, const int32_t *const *ids,
+                       const int *ntok, size_t n, float *out, donto_encode_stats *stats, donto_err *err) {
+    const int H = e->w->cfg.hidden;
+    int ne = e->neng;
+    if ((size_t)ne > n) ne = (int)n;
+    share sh[DONTO_MAX_ENGINES];
+    pthread_t th[DONTO_MAX_ENGINES];
+    int started[DONTO_MAX_ENGINES] = {0};
+    int per_threads = e->o.threads / ne > 0 ? e->o.threads / ne : 1;
+    pthread_mutex_lock(&e->gmu);
+    size_t at = 0;
+    for (int k = 0; k < ne; k++) {
+        size_t m = n / (size_t)ne + ((size_t)k < n % (size_t)ne);
+        sh[k] = (share){.e = e, .k = k, .threads = ne == 1 ? e->o.threads : per_threads, .texts = texts ? texts + at : NULL,
+                        .lens = lens ? lens + at : NULL, .ids = ids ? ids + at : NULL, .ntok = ntok ? ntok + at : NULL,
+                        .n = m, .out = out + at * (size_t)H};
+        at += m;
+    }
+    /* Share 0 runs on this thread; a share whose thread cannot start too. */
+    for (int k = 1; k < ne; k++) started[k] = pthread_create(&th[k], NULL, run_share, &sh[k]) == 0;
+    run_share(&sh[0]);
+    for (int k = 1; k < ne; k++) {
+        if (started[k]) pthread_join(th[k], NULL);
+        else run_share(&sh[k]);
+    }
+    pthread_mutex_unlock(&e->gmu);
+    int rc = 0;
+    for (int k = 0; k < ne; k++) {
+        if (stats) stats->tokens += sh[k].stats.tokens, stats->truncated += sh[k].stats.truncated;
+        if (sh[k].rc && !rc) {
+            rc = -1;
+            if (ne > 1) donto_seterr(err, "GPU engine %d: %s", k, sh[k].err.msg);
+            else donto_seterr(err, "%s", sh[k].err.msg);
+        }
+    }
     return rc;
 }
 
@@ -361,7 +456,7 @@ int donto_encoder_encode(donto_encoder *e, const char *const *texts, const size_
                          float *out, donto_encode_stats *stats, donto_err *err) {
     if (stats) memset(stats, 0, sizeof *stats);
     if (n == 0) return 0;
-    if (e->gst_ok) return encode_gpu(e, texts, lens, n, out, stats, err);
+    if (e->neng) return run_engines(e, texts, lens, NULL, NULL, n, out, stats, err);
     const int ml = e->o.max_len, H = e->w->cfg.hidden;
     size_t chunk = n < CHUNK_TEXTS ? n : CHUNK_TEXTS;
     tok_bufs b = {0};
@@ -372,7 +467,7 @@ int donto_encoder_encode(donto_encoder *e, const char *const *texts, const size_
     }
     for (size_t c0 = 0; c0 < n; c0 += chunk) {
         size_t m = n - c0 < chunk ? n - c0 : chunk;
-        tok_job j = {e, texts, lens, c0, m, b.idbuf, b.ptr, b.ntok, 0, 0};
+        tok_job j = {e, texts, lens, c0, m, b.idbuf, b.ptr, b.ntok, 0, 0, e->o.threads};
         tokenize_chunk(&j);
         if (stats) stats->tokens += j.tokens, stats->truncated += j.truncated;
         rc = run_sorted(e, (const int32_t *const *)b.ptr, b.ntok, m, out + c0 * (size_t)H, err);
