@@ -172,10 +172,10 @@ int main(int argc, char **argv) {
            "\"avg_tokens\":%.2f,\"copies\":%d,\"calls\":%d,\"seconds\":%.3f,\"items\":%.0f,\"items_per_s\":%.1f,"
            "\"tokens_per_s\":%.1f,\"model_tflops\":%.3f,\"peak_tflops\":%.1f,\"share_of_peak\":%.5f,"
            "\"first_pass_s\":%.3f,\"open_s\":%.3f,\"gpu_mem_engine_mb\":%.1f,\"gpu_mem_used_mb\":%.1f,"
-           "\"gpu_mem_total_mb\":%.1f,\"batch_tokens\":%d",
+           "\"gpu_mem_total_mb\":%.1f,\"batch_tokens\":%d,\"engines\":%d",
            label, dev_s, donto_precision_name(o.precision), di.name, n, tokens1 / (double)n, copies, calls, el, items,
            items / el, toks / el, tflops, peak, tflops / peak, first_s, open_s, di.mem_engine / 1048576.0,
-           di.mem_used_peak / 1048576.0, di.mem_total / 1048576.0, di.batch_tokens);
+           di.mem_used_peak / 1048576.0, di.mem_total / 1048576.0, di.batch_tokens, di.engines);
     if (have_ref) printf(",\"min_cosine\":%.7f,\"mean_cosine\":%.7f", min_cos, sum_cos / (double)n);
     printf("}\n");
     printf("label=%s items_per_s=%.1f tokens_per_s=%.1f share_of_peak=%.5f", label, items / el, toks / el,
