@@ -4,7 +4,7 @@ NPROC := $(shell nproc)
 PY := .venv/bin/python
 MODEL ?= models/all-MiniLM-L6-v2
 
-.PHONY: all build asan test run bootstrap model corpus bench clean
+.PHONY: all build asan test run bootstrap model corpus bench clean cuda-build
 
 all: build
 
@@ -18,6 +18,13 @@ build:
 asan:
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDONTO_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j$(NPROC)
+
+# The CUDA engine (needs nvcc and cuBLASLt, not a GPU): compile + link check.
+# CUDA_ARCHS=90 narrows the architectures for a quicker build.
+cuda-build:
+	@cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DDONTO_CUDA=ON \
+	  $(if $(CUDA_ARCHS),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)") >/dev/null
+	@cmake --build build-cuda -j$(NPROC)
 
 model: bootstrap
 	@scripts/get-model
@@ -40,4 +47,4 @@ bench: bootstrap model corpus build
 	$(PY) bench/embed-vs-ort --model $(MODEL)
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-cuda

@@ -45,6 +45,7 @@
 
 #include "check.h"
 #include "proc.h"
+#include "donto/encoder.h"
 #include "donto/store.h"
 #include "donto/util.h"
 #include "tinybert.h"
@@ -593,9 +594,15 @@ static void case_config(void) {
     unsetenv("DONTO_EMBED_TOKEN");
     CHECK(run(noauth, NULL) == 2, "no token: usage error");
     setenv("DONTO_EMBED_TOKEN", g_tok, 1);
-    setenv("EMBED_CUDA", "1", 1);
-    CHECK(run(noauth, NULL) == 2, "EMBED_CUDA=1 refused");
-    unsetenv("EMBED_CUDA");
+    if (!donto_cuda_built()) { /* a CUDA build would start a GPU worker here */
+        setenv("EMBED_CUDA", "1", 1);
+        CHECK(run(noauth, NULL) == 2, "EMBED_CUDA=1 refused in a build without CUDA");
+        unsetenv("EMBED_CUDA");
+        char *dev[] = {g_exe, "work", "--url", g_url, "--model", g_model, "--device", "cuda", NULL};
+        CHECK(run(dev, NULL) == 2, "--device cuda refused in a build without CUDA");
+    }
+    char *baddev[] = {g_exe, "work", "--url", g_url, "--model", g_model, "--device", "tpu", NULL};
+    CHECK(run(baddev, NULL) == 2, "unknown --device refused");
     setenv("DONTO_EMBED_TOKEN", "0000000000000000000000000000000000000000000000000000000000000000", 1);
     CHECK(run(noauth, NULL) == 1, "an unknown token: exit 1 (fatal, not retried)");
     setenv("DONTO_EMBED_TOKEN", g_tok, 1);

@@ -10,7 +10,8 @@
  *   donto_encoder_close(enc);
  *
  * donto_encoder_encode is thread-safe: weights are read-only and every call
- * uses its own scratch memory. Inside one call, sequences are sorted by length
+ * uses its own scratch memory (on CUDA, calls are serialised on the engine's
+ * one set of streams and buffers). Inside one call, sequences are sorted by length
  * and packed with no padding, and the work is spread over opts.threads.
  */
 #ifndef DONTO_ENCODER_H
@@ -30,7 +31,13 @@ extern "C" {
 typedef enum {
     DONTO_PREC_FP32 = 0, /* reference path: fp32 through BLAS */
     DONTO_PREC_INT16 = 1, /* fast path: 12-bit weights x 13-bit per-row activations in int16 lanes (AVX2 vpmaddwd) */
+    DONTO_PREC_BF16 = 2,  /* CUDA only: bf16 tensor-core GEMMs with fp32 accumulation */
 } donto_precision;
+
+/* Where the forward pass runs. DONTO_DEVICE_CUDA needs a build with
+ * -DDONTO_CUDA=ON (donto_cuda_built() says so); on CUDA, precision is
+ * DONTO_PREC_BF16 (fast) or DONTO_PREC_FP32 (parity/debugging, no TF32). */
+typedef enum { DONTO_DEVICE_CPU = 0, DONTO_DEVICE_CUDA = 1 } donto_device;
 
 typedef struct donto_encoder_opts {
     int threads;               /* 0: all online CPUs */
@@ -38,6 +45,9 @@ typedef struct donto_encoder_opts {
     int batch_tokens;          /* token budget of one packed forward; 0: default (8192) */
     donto_precision precision; /* DONTO_PREC_FP32 (default) */
     int pooling;               /* -1: from the model dir; else donto_pooling */
+    donto_device device;       /* DONTO_DEVICE_CPU (default) */
+    int gpu;                   /* CUDA device ordinal (default 0); -1: every visible GPU, one
+                                  engine each, each encode call split between them */
 } donto_encoder_opts;
 
 typedef struct donto_encoder donto_encoder;
@@ -69,9 +79,27 @@ int donto_encoder_encode(donto_encoder *enc, const char *const *texts, const siz
 int donto_encoder_encode_ids(donto_encoder *enc, const int32_t *const *ids, const int *ntok,
                              size_t n, float *out, donto_err *err);
 
-/* "fp32" / "int16" -> precision; -1 when unknown. */
+/* "fp32" / "int16" / "bf16" -> precision; -1 when unknown. */
 int donto_precision_parse(const char *s);
 const char *donto_precision_name(donto_precision p);
+/* "cpu" / "cuda" -> device; -1 when unknown. */
+int donto_device_parse(const char *s);
+const char *donto_device_name(donto_device d);
+/* 1 when this library was built with the CUDA engine (-DDONTO_CUDA=ON). */
+int donto_cuda_built(void);
+
+/* Device figures of an open encoder (zeros on the CPU). */
+typedef struct donto_encoder_devinfo {
+    char name[256];         /* e.g. "NVIDIA H200" */
+    int sm;                 /* compute capability x 10 + y */
+    size_t mem_total;       /* bytes on the card */
+    size_t mem_engine;      /* bytes this engine allocated: weights + activations + workspace */
+    size_t mem_used_peak;   /* card-wide used bytes (cudaMemGetInfo) after the largest batch */
+    int slots;              /* pipeline depth (pinned buffer sets) */
+    int batch_tokens;       /* token budget of one packed forward */
+    int engines;            /* GPUs in use (memory figures are summed over them) */
+} donto_encoder_devinfo;
+int donto_encoder_devinfo_get(const donto_encoder *enc, donto_encoder_devinfo *out);
 
 #ifdef __cplusplus
 }

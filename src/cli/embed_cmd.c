@@ -37,7 +37,10 @@ static void usage(FILE *f) {
             "  --out FILE         output (default: stdout)\n"
             "  --format F         jsonl (default) | npy | f32\n"
             "  --threads N        worker threads (default: all CPUs)\n"
-            "  --precision P      fp32 (default, reference) | int16 (fast path)\n"
+            "  --precision P      fp32 (default, reference) | int16 (CPU fast path) | bf16 (GPU)\n"
+            "  --device D         cpu (default) | cuda (needs a -DDONTO_CUDA=ON build; default\n"
+            "                     precision there bf16, fp32 for parity checks)\n"
+            "  --gpu N|all        CUDA device ordinal (default 0); all: one engine per GPU\n"
             "  --max-len N        tokens per text incl. [CLS]/[SEP] (default: model max, 512)\n"
             "  --batch-tokens N   tokens per packed forward batch (default 4096)\n"
             "  --chunk N          texts read and encoded per round (default 8192)\n"
@@ -135,9 +138,10 @@ int donto_embed_cmd(int argc, char **argv) {
         {"max-len", required_argument, 0, 'L'}, {"batch-tokens", required_argument, 0, 'B'},
         {"chunk", required_argument, 0, 'C'},  {"stats", no_argument, 0, 's'},
         {"quiet", no_argument, 0, 'q'},        {"lines", no_argument, 0, 'l'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},         {"device", required_argument, 0, 'D'},
+        {"gpu", required_argument, 0, 'G'},    {0, 0, 0, 0}};
     const char *model = NULL, *in = NULL, *outp = NULL;
-    int fmt = FMT_JSONL, stats = 0, quiet = 0, lines = 0;
+    int fmt = FMT_JSONL, stats = 0, quiet = 0, lines = 0, prec_set = 0;
     long chunk_n = 8192;
     donto_encoder_opts eo;
     donto_encoder_default_opts(&eo);
@@ -161,10 +165,30 @@ int donto_embed_cmd(int argc, char **argv) {
         case 'p': {
             int p = donto_precision_parse(optarg);
             if (p < 0) {
-                fprintf(stderr, "donto-embed embed: unknown --precision '%s' (fp32|int16)\n", optarg);
+                fprintf(stderr, "donto-embed embed: unknown --precision '%s' (fp32|int16|bf16)\n", optarg);
                 return 2;
             }
             eo.precision = (donto_precision)p;
+            prec_set = 1;
+            break;
+        }
+        case 'D': {
+            int d = donto_device_parse(optarg);
+            if (d < 0) {
+                fprintf(stderr, "donto-embed embed: unknown --device '%s' (cpu|cuda)\n", optarg);
+                return 2;
+            }
+            eo.device = (donto_device)d;
+            break;
+        }
+        case 'G': {
+            long v = strtol(optarg, &end, 10);
+            if (!strcmp(optarg, "all")) v = -1;
+            else if (!*optarg || *end || v < 0 || v > 1024) {
+                fprintf(stderr, "donto-embed embed: --gpu needs a device ordinal or 'all', got '%s'\n", optarg);
+                return 2;
+            }
+            eo.gpu = (int)v;
             break;
         }
         case 't': case 'L': case 'B': case 'C': {
@@ -191,6 +215,7 @@ int donto_embed_cmd(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (eo.device == DONTO_DEVICE_CUDA && !prec_set) eo.precision = DONTO_PREC_BF16;
     donto_err err = {{0}};
     donto_encoder *enc;
     if (donto_encoder_open(model, &eo, &enc, &err)) {
@@ -298,10 +323,10 @@ int donto_embed_cmd(int argc, char **argv) {
         fprintf(stderr,
                 "{\"items\":%zu,\"tokens\":%zu,\"seconds\":%.6f,\"items_per_s\":%.3f,"
                 "\"tokens_per_s\":%.1f,\"peak_rss_mb\":%.1f,\"precision\":\"%s\",\"threads\":%d,"
-                "\"wall_seconds\":%.3f}\n",
+                "\"wall_seconds\":%.3f,\"device\":\"%s\"}\n",
                 items, tokens, enc_s, enc_s > 0 ? items / enc_s : 0.0, enc_s > 0 ? tokens / enc_s : 0.0,
                 donto_peak_rss() / 1048576.0, donto_precision_name(eo.precision),
-                eo.threads > 0 ? eo.threads : donto_ncpu(), donto_now() - t_start);
+                eo.threads > 0 ? eo.threads : donto_ncpu(), donto_now() - t_start, donto_device_name(eo.device));
     }
     chunk_clear(&c);
     free(c.text), free(c.len), free(c.id);

@@ -33,13 +33,15 @@ static void usage(FILE *f) {
             "  --model-name NAME    the model name leased items must carry\n"
             "                       (default: DIR/model_name.txt if present, else " DONTO_PROTO_DEFAULT_MODEL ")\n"
             "  --threads N          encoder threads (default all CPUs)\n"
-            "  --precision P        fp32 (default) | int16\n"
+            "  --precision P        fp32 (default on the CPU) | int16 | bf16 (default on cuda)\n"
+            "  --device D           cpu (default) | cuda [EMBED_CUDA=1 means cuda]\n"
+            "  --gpu N|all          CUDA device ordinal [EMBED_GPU] (default 0); all: one engine per GPU\n"
             "  --idle-sleep SECS    after an empty lease [EMBED_IDLE_SLEEP] (default 5)\n"
             "  --max-items N        stop after N items\n"
             "  --exit-when-idle     exit 0 when a lease comes back empty\n"
             "  --stop-deadline SECS at SIGINT/SIGTERM, time to submit before releasing (default 30)\n"
             "  --timeout SECS       per-request timeout (default 120; connect 10)\n"
-            "EMBED_CUDA=1 is refused: there is no CUDA engine yet.\n"
+            "--device cuda / EMBED_CUDA=1 needs a build with -DDONTO_CUDA=ON (else refused, exit 2).\n"
             "SIGINT/SIGTERM: stop leasing, finish and submit, release the rest, exit 0; a second\n"
             "signal exits at once.\n");
 }
@@ -91,7 +93,8 @@ static char *read_line(const char *path) {
 int donto_work_cmd(int argc, char **argv) {
     donto_worker_config c;
     donto_worker_default_config(&c);
-    const char *model_dir = NULL, *model_name = NULL, *token_file = NULL, *prec = "fp32", *target = NULL;
+    const char *model_dir = NULL, *model_name = NULL, *token_file = NULL, *prec = NULL, *target = NULL;
+    const char *device = NULL, *gpu_s = getenv("EMBED_GPU");
     const char *token = getenv("DONTO_EMBED_TOKEN");
     c.url = getenv("DONTO_EMBED_URL");
     c.ca_file = getenv("DONTO_EMBED_CACERT") && *getenv("DONTO_EMBED_CACERT") ? getenv("DONTO_EMBED_CACERT") : NULL;
@@ -111,7 +114,7 @@ int donto_work_cmd(int argc, char **argv) {
         return 2;
     int threads = 0;
     enum { O_URL = 256, O_TOKEN, O_TOKEN_FILE, O_WID, O_BATCH, O_TARGET, O_MODEL, O_MODEL_NAME, O_THREADS,
-           O_PREC, O_IDLE, O_MAX, O_EXIT_IDLE, O_STOP, O_TIMEOUT, O_CACERT };
+           O_PREC, O_IDLE, O_MAX, O_EXIT_IDLE, O_STOP, O_TIMEOUT, O_CACERT, O_DEVICE, O_GPU };
     static const struct option opts[] = {
         {"url", required_argument, 0, O_URL},         {"token", required_argument, 0, O_TOKEN},
         {"token-file", required_argument, 0, O_TOKEN_FILE}, {"worker-id", required_argument, 0, O_WID},
@@ -122,6 +125,7 @@ int donto_work_cmd(int argc, char **argv) {
         {"exit-when-idle", no_argument, 0, O_EXIT_IDLE}, {"stop-deadline", required_argument, 0, O_STOP},
         {"timeout", required_argument, 0, O_TIMEOUT}, {"help", no_argument, 0, 'h'},
         {"cacert", required_argument, 0, O_CACERT},
+        {"device", required_argument, 0, O_DEVICE},   {"gpu", required_argument, 0, O_GPU},
         {0, 0, 0, 0}};
     optind = 1;
     int o;
@@ -148,6 +152,8 @@ int donto_work_cmd(int argc, char **argv) {
             threads = (int)v;
             break;
         case O_PREC: prec = optarg; break;
+        case O_DEVICE: device = optarg; break;
+        case O_GPU: gpu_s = optarg; break;
         case O_IDLE:
             if (parse_secs(optarg, "--idle-sleep", &c.idle_sleep_s)) return 2;
             break;
@@ -166,12 +172,25 @@ int donto_work_cmd(int argc, char **argv) {
         default: usage(stderr); return 2;
         }
     }
+    /* EMBED_CUDA=1 (the Python worker's switch) means --device cuda; an
+     * explicit --device wins. */
     const char *cuda = getenv("EMBED_CUDA");
-    if (cuda && *cuda && strcmp(cuda, "0")) {
-        fprintf(stderr, "donto-embed work: EMBED_CUDA=%s: this build has no CUDA engine yet; unset EMBED_CUDA "
-                        "to embed on the CPU\n", cuda);
+    if (!device && cuda && *cuda && strcmp(cuda, "0")) device = "cuda";
+    int dev = donto_device_parse(device ? device : "cpu");
+    if (dev < 0) {
+        fprintf(stderr, "donto-embed work: unknown --device '%s' (cpu|cuda)\n", device);
         return 2;
     }
+    if (dev == DONTO_DEVICE_CUDA && !donto_cuda_built()) {
+        fprintf(stderr, "donto-embed work: %s: this donto-accel was built without CUDA (rebuild with "
+                        "cmake -DDONTO_CUDA=ON, e.g. `make cuda-build`), or unset EMBED_CUDA to embed on the CPU\n",
+                device && (!cuda || strcmp(device, "cuda")) ? "--device cuda" : "EMBED_CUDA");
+        return 2;
+    }
+    long gpu = 0;
+    if (gpu_s && !strcmp(gpu_s, "all")) gpu = -1;
+    else if (gpu_s && *gpu_s && parse_int(gpu_s, "--gpu/EMBED_GPU", 0, 1024, &gpu)) return 2;
+    if (!prec) prec = dev == DONTO_DEVICE_CUDA ? "bf16" : "fp32";
     if (optind < argc) {
         fprintf(stderr, "donto-embed work: unexpected argument '%s'\n", argv[optind]);
         return 2;
@@ -209,7 +228,7 @@ int donto_work_cmd(int argc, char **argv) {
     }
     int p = donto_precision_parse(prec);
     if (p < 0) {
-        fprintf(stderr, "donto-embed work: unknown --precision '%s' (fp32|int16)\n", prec);
+        fprintf(stderr, "donto-embed work: unknown --precision '%s' (fp32|int16|bf16)\n", prec);
         goto out;
     }
     if (!model_name) {
@@ -234,6 +253,8 @@ int donto_work_cmd(int argc, char **argv) {
     donto_encoder_opts eo;
     donto_encoder_default_opts(&eo);
     eo.threads = threads;
+    eo.device = (donto_device)dev;
+    eo.gpu = (int)gpu;
     eo.precision = (donto_precision)p;
     donto_err err = {{0}};
     rc = 1;

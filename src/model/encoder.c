@@ -13,13 +13,25 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/bert_cpu.h"
+#include "model/encoder_int.h"
+#include "model/gpu_plan.h"
 #include "model/quant.h"
+#ifdef DONTO_HAVE_CUDA
+#include "model/bert_cuda.h"
+#endif
 
 #define CHUNK_TEXTS 2048
+/* On the GPU a chunk is tokenised while the previous one computes, and a
+ * bigger chunk sorts into batches of more even lengths. */
+#define CHUNK_TEXTS_GPU 8192
+#define GPU_BATCH_TOKENS 16384
+#define GPU_SLOTS 3
+#define DONTO_MAX_ENGINES 16
 
 struct donto_encoder {
     donto_bert_weights *w;
@@ -28,7 +40,34 @@ struct donto_encoder {
     int pooling;
     bert_linear_ops ops;
     bert_quant *quant; /* integer path, or NULL */
+    /* Stream path (device == DONTO_DEVICE_CUDA): one engine per GPU. */
+    int neng;          /* engines attached; 0: the CPU path */
+    struct {
+        void *gpu;     /* bert_cuda, or NULL (a test's fake) */
+        gp_engine geng;
+        gp_stream gst;
+    } eng[DONTO_MAX_ENGINES];
+    pthread_mutex_t gmu; /* one caller at a time on the engines' streams */
 };
+
+static int run_engines(donto_encoder *e, const char *const *texts, const size_t *lens, const int32_t *const *ids,
+                       const int *ntok, size_t n, float *out, donto_encode_stats *stats, donto_err *err);
+
+int donto_cuda_built(void) {
+#ifdef DONTO_HAVE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int donto_device_parse(const char *s) {
+    if (!strcmp(s, "cpu")) return DONTO_DEVICE_CPU;
+    if (!strcmp(s, "cuda")) return DONTO_DEVICE_CUDA;
+    return -1;
+}
+
+const char *donto_device_name(donto_device d) { return d == DONTO_DEVICE_CUDA ? "cuda" : "cpu"; }
 
 void donto_encoder_default_opts(donto_encoder_opts *o) {
     memset(o, 0, sizeof *o);
@@ -39,10 +78,84 @@ void donto_encoder_default_opts(donto_encoder_opts *o) {
 int donto_precision_parse(const char *s) {
     if (!strcmp(s, "fp32")) return DONTO_PREC_FP32;
     if (!strcmp(s, "int16")) return DONTO_PREC_INT16;
+    if (!strcmp(s, "bf16")) return DONTO_PREC_BF16;
     return -1;
 }
 
-const char *donto_precision_name(donto_precision p) { return p == DONTO_PREC_INT16 ? "int16" : "fp32"; }
+const char *donto_precision_name(donto_precision p) {
+    return p == DONTO_PREC_INT16 ? "int16" : p == DONTO_PREC_BF16 ? "bf16" : "fp32";
+}
+
+/* Device half of open: check the device/precision pair, start the engine. */
+static int open_device(donto_encoder *e, donto_err *err) {
+    if (e->o.device == DONTO_DEVICE_CPU) {
+        if (e->o.precision == DONTO_PREC_BF16)
+            return donto_seterr(err, "precision bf16 runs on the GPU only (--device cuda); the CPU has fp32 and int16");
+        return 0;
+    }
+    if (e->o.device != DONTO_DEVICE_CUDA) return donto_seterr(err, "unknown device %d", (int)e->o.device);
+    if (e->o.precision == DONTO_PREC_INT16)
+        return donto_seterr(err, "precision int16 is a CPU path; on --device cuda use bf16 or fp32");
+#ifdef DONTO_HAVE_CUDA
+    /* gpu -1: every visible GPU, one engine each; encode splits its texts. */
+    int first = e->o.gpu, count = 1;
+    if (e->o.gpu < 0) {
+        first = 0;
+        if (bert_cuda_device_count(&count, err)) return donto_preerr(err, "--device cuda (all GPUs)");
+        if (count < 1) return donto_seterr(err, "--device cuda: no GPU visible");
+        if (count > DONTO_MAX_ENGINES) count = DONTO_MAX_ENGINES;
+    }
+    for (int k = 0; k < count; k++) {
+        bert_cuda_opts co = {.gpu = first + k,
+                             .bf16 = e->o.precision == DONTO_PREC_BF16,
+                             .pooling = e->pooling,
+                             .max_tokens = e->o.batch_tokens,
+                             .max_seqs = e->o.batch_tokens,
+                             .nslots = GPU_SLOTS};
+        bert_cuda *g;
+        if (bert_cuda_open(e->w, &co, &g, err)) return -1;
+        gp_engine eng;
+        bert_cuda_engine(g, &eng);
+        if (donto_encoder_attach_engine(e, &eng, err)) {
+            bert_cuda_close(g);
+            return -1;
+        }
+        e->eng[e->neng - 1].gpu = g;
+    }
+    return 0;
+#else
+    return donto_seterr(err, "--device cuda: this donto-accel was built without CUDA (rebuild with "
+                             "cmake -DDONTO_CUDA=ON, e.g. `make cuda-build`)");
+#endif
+}
+
+int donto_encoder_attach_engine(donto_encoder *e, const gp_engine *eng, donto_err *err) {
+    if (e->neng == DONTO_MAX_ENGINES) return donto_seterr(err, "at most %d engines", DONTO_MAX_ENGINES);
+    if (eng->dim != e->w->cfg.hidden) return donto_seterr(err, "engine dimension %d, model %d", eng->dim, e->w->cfg.hidden);
+    int k = e->neng;
+    e->eng[k].gpu = NULL;
+    e->eng[k].geng = *eng;
+    if (gp_stream_init(&e->eng[k].gst, &e->eng[k].geng, err)) return -1;
+    e->neng++;
+    return 0;
+}
+
+int donto_encoder_devinfo_get(const donto_encoder *e, donto_encoder_devinfo *out) {
+    memset(out, 0, sizeof *out);
+#ifdef DONTO_HAVE_CUDA
+    for (int k = 0; k < e->neng; k++) {
+        if (!e->eng[k].gpu) continue;
+        donto_encoder_devinfo d;
+        bert_cuda_info(e->eng[k].gpu, &d);
+        if (!out->engines) *out = d; /* the first card's name, sm, slots */
+        else out->mem_engine += d.mem_engine, out->mem_used_peak += d.mem_used_peak, out->mem_total += d.mem_total;
+        out->engines++;
+    }
+#else
+    (void)e;
+#endif
+    return 0;
+}
 
 int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_encoder **out,
                        donto_err *err) {
@@ -50,8 +163,9 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
     donto_encoder *e = donto_xcalloc(1, sizeof *e);
     if (opts) e->o = *opts;
     else donto_encoder_default_opts(&e->o);
+    pthread_mutex_init(&e->gmu, NULL);
     if (e->o.threads <= 0) e->o.threads = donto_ncpu();
-    if (e->o.batch_tokens <= 0) e->o.batch_tokens = 4096;
+    if (e->o.batch_tokens <= 0) e->o.batch_tokens = e->o.device == DONTO_DEVICE_CUDA ? GPU_BATCH_TOKENS : 4096;
     if (donto_bert_load(dir, &e->w, err)) goto fail;
     const donto_bert_config *c = &e->w->cfg;
     if (e->o.max_len <= 0 || e->o.max_len > c->max_position) e->o.max_len = c->max_position;
@@ -66,6 +180,7 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
                      donto_tokenizer_vocab_size(e->tok), c->vocab_size);
         goto fail;
     }
+    if (open_device(e, err)) goto fail;
     if (e->o.precision == DONTO_PREC_INT16) {
         if (bert_quant_init(&e->quant, e->w, err)) goto fail;
         bert_quant_ops(&e->ops, e->quant);
@@ -84,6 +199,13 @@ fail:
 
 void donto_encoder_close(donto_encoder *e) {
     if (!e) return;
+    for (int k = 0; k < e->neng; k++) {
+        gp_stream_free(&e->eng[k].gst);
+#ifdef DONTO_HAVE_CUDA
+        bert_cuda_close(e->eng[k].gpu);
+#endif
+    }
+    pthread_mutex_destroy(&e->gmu);
     bert_quant_free(e->quant);
     donto_tokenizer_close(e->tok);
     donto_bert_free(e->w);
@@ -104,24 +226,27 @@ static int cmp_len(const void *a, const void *b) {
     return x->idx < y->idx ? -1 : x->idx > y->idx; /* stable: deterministic batches */
 }
 
+static int check_ids(const donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
+                     donto_err *err) {
+    const int V = e->w->cfg.vocab_size;
+    for (size_t i = 0; i < n; i++) {
+        if (ntok[i] < 1 || ntok[i] > e->o.max_len)
+            return donto_seterr(err, "sequence %zu has %d tokens (allowed 1..%d)", i, ntok[i], e->o.max_len);
+        for (int t = 0; t < ntok[i]; t++)
+            if (ids[i][t] < 0 || ids[i][t] >= V)
+                return donto_seterr(err, "sequence %zu: token id %d outside the vocabulary", i, ids[i][t]);
+    }
+    return 0;
+}
+
 /* Run sequences ids[i] (ntok[i]) i < n through the model, rows to out. */
 static int run_sorted(donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
                       float *out, donto_err *err) {
-    const int H = e->w->cfg.hidden, V = e->w->cfg.vocab_size;
+    const int H = e->w->cfg.hidden;
+    if (check_ids(e, ids, ntok, n, err)) return -1;
     len_idx *ord = malloc(n * sizeof *ord);
     if (!ord) return donto_seterr(err, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        if (ntok[i] < 1 || ntok[i] > e->o.max_len) {
-            free(ord);
-            return donto_seterr(err, "sequence %zu has %d tokens (allowed 1..%d)", i, ntok[i], e->o.max_len);
-        }
-        for (int t = 0; t < ntok[i]; t++)
-            if (ids[i][t] < 0 || ids[i][t] >= V) {
-                free(ord);
-                return donto_seterr(err, "sequence %zu: token id %d outside the vocabulary", i, ids[i][t]);
-            }
-        ord[i] = (len_idx){ntok[i], (int)i};
-    }
+    for (size_t i = 0; i < n; i++) ord[i] = (len_idx){ntok[i], (int)i};
     qsort(ord, n, sizeof *ord, cmp_len);
     const int budget = e->o.batch_tokens, nt = e->o.threads;
     size_t maxseq = (size_t)budget; /* every sequence has >= 1 token */
@@ -163,44 +288,192 @@ out:
 int donto_encoder_encode_ids(donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
                              float *out, donto_err *err) {
     if (n == 0) return 0;
+    if (e->neng) {
+        if (check_ids(e, ids, ntok, n, err)) return -1;
+        return run_engines(e, NULL, NULL, ids, ntok, n, out, NULL, err);
+    }
     return run_sorted(e, ids, ntok, n, out, err);
+}
+
+/* Tokenise texts [c0, c0 + m) into ptr/ntok (rows of idbuf). */
+typedef struct {
+    donto_encoder *e;
+    const char *const *texts;
+    const size_t *lens;
+    size_t c0, m;
+    int32_t *idbuf, **ptr;
+    int *ntok;
+    size_t tokens, truncated;
+    int threads;
+} tok_job;
+
+static void tokenize_chunk(tok_job *j) {
+    donto_encoder *e = j->e;
+    const int ml = e->o.max_len;
+    size_t tokens = 0, truncated = 0;
+#pragma omp parallel for num_threads(j->threads) schedule(dynamic, 16) reduction(+ : tokens, truncated)
+    for (size_t i = 0; i < j->m; i++) {
+        const char *t = j->texts[j->c0 + i];
+        size_t len = j->lens ? j->lens[j->c0 + i] : (t ? strlen(t) : 0);
+        j->ptr[i] = j->idbuf + i * (size_t)ml;
+        j->ntok[i] = donto_tokenizer_encode(e->tok, t ? t : "", t ? len : 0, j->ptr[i], ml);
+        tokens += (size_t)j->ntok[i];
+        /* A text that filled max_len may have been cut; count it so the
+         * caller can tell the user (exact only up to that ambiguity). */
+        truncated += j->ntok[i] == ml;
+    }
+    j->tokens = tokens, j->truncated = truncated;
+}
+
+static void *tokenize_thread(void *arg) {
+    tokenize_chunk(arg);
+    return NULL;
+}
+
+typedef struct {
+    int32_t *idbuf, **ptr;
+    int *ntok;
+} tok_bufs;
+
+static int tok_bufs_alloc(tok_bufs *b, size_t chunk, int ml) {
+    b->idbuf = malloc(chunk * (size_t)ml * sizeof *b->idbuf);
+    b->ptr = malloc(chunk * sizeof *b->ptr);
+    b->ntok = malloc(chunk * sizeof *b->ntok);
+    return b->idbuf && b->ptr && b->ntok ? 0 : -1;
+}
+
+static void tok_bufs_free(tok_bufs *b) {
+    free(b->idbuf);
+    free(b->ptr);
+    free(b->ntok);
+}
+
+/* GPU path on engine k: a helper thread tokenises chunk c+1 (into the other
+ * buffer set) while this thread packs and submits chunk c, paced by the
+ * device; feeding copies the ids into pinned slots, so chunk c's buffers are
+ * free once its feed returns. Vectors land in out as their batches retire. */
+static int encode_on(donto_encoder *e, int k, int threads, const char *const *texts, const size_t *lens, size_t n,
+                     float *out, donto_encode_stats *stats, donto_err *err) {
+    const int ml = e->o.max_len, H = e->w->cfg.hidden;
+    gp_stream *gst = &e->eng[k].gst;
+    size_t chunk = n < CHUNK_TEXTS_GPU ? n : CHUNK_TEXTS_GPU;
+    tok_bufs b[2] = {{0}};
+    int rc = 0;
+    if (tok_bufs_alloc(&b[0], chunk, ml) || (n > chunk && tok_bufs_alloc(&b[1], chunk, ml))) {
+        tok_bufs_free(&b[0]);
+        tok_bufs_free(&b[1]);
+        return donto_seterr(err, "out of memory tokenizing %zu texts", chunk);
+    }
+    tok_job cur = {e, texts, lens, 0, chunk, b[0].idbuf, b[0].ptr, b[0].ntok, 0, 0, threads};
+    tokenize_chunk(&cur);
+    for (size_t c0 = 0, x = 0; c0 < n; c0 += chunk, x ^= 1) {
+        if (stats) stats->tokens += cur.tokens, stats->truncated += cur.truncated;
+        size_t c1 = c0 + cur.m;
+        tok_job next = {e, texts, lens, c1, n - c1 < chunk ? n - c1 : chunk, b[x ^ 1].idbuf, b[x ^ 1].ptr,
+                        b[x ^ 1].ntok, 0, 0, threads};
+        pthread_t th;
+        int threaded = 0;
+        if (c1 < n) threaded = pthread_create(&th, NULL, tokenize_thread, &next) == 0;
+        rc = gp_stream_feed(gst, (const int32_t *const *)cur.ptr, cur.ntok, cur.m, out + c0 * (size_t)H, err);
+        if (threaded) pthread_join(th, NULL);
+        else if (c1 < n && !rc) tokenize_chunk(&next); /* no thread: in line */
+        if (rc) break;
+        cur = next;
+    }
+    if (!rc) rc = gp_stream_drain(gst, err);
+    tok_bufs_free(&b[0]);
+    tok_bufs_free(&b[1]);
+    return rc;
+}
+
+/* One engine's share of a call: texts (encode) or ids (encode_ids). */
+typedef struct {
+    donto_encoder *e;
+    int k, threads;
+    const char *const *texts;
+    const size_t *lens;
+    const int32_t *const *ids;
+    const int *ntok;
+    size_t n;
+    float *out;
+    donto_encode_stats stats;
+    donto_err err;
+    int rc;
+} share;
+
+static void *run_share(void *arg) {
+    share *s = arg;
+    if (s->ids) {
+        gp_stream *g = &s->e->eng[s->k].gst;
+        s->rc = gp_stream_feed(g, s->ids, s->ntok, s->n, s->out, &s->err) || gp_stream_drain(g, &s->err) ? -1 : 0;
+    } else {
+        s->rc = encode_on(s->e, s->k, s->threads, s->texts, s->lens, s->n, s->out, &s->stats, &s->err);
+    }
+    return NULL;
+}
+
+/* Split n items into one contiguous share per engine (one host thread each,
+ * the tokeniser threads divided between them), run, and merge. */
+static int run_engines(donto_encoder *e, const char *const *texts, const size_t *lens, const int32_t *const *ids,
+                       const int *ntok, size_t n, float *out, donto_encode_stats *stats, donto_err *err) {
+    const int H = e->w->cfg.hidden;
+    int ne = e->neng;
+    if ((size_t)ne > n) ne = (int)n;
+    share sh[DONTO_MAX_ENGINES];
+    pthread_t th[DONTO_MAX_ENGINES];
+    int started[DONTO_MAX_ENGINES] = {0};
+    int per_threads = e->o.threads / ne > 0 ? e->o.threads / ne : 1;
+    pthread_mutex_lock(&e->gmu);
+    size_t at = 0;
+    for (int k = 0; k < ne; k++) {
+        size_t m = n / (size_t)ne + ((size_t)k < n % (size_t)ne);
+        sh[k] = (share){.e = e, .k = k, .threads = ne == 1 ? e->o.threads : per_threads, .texts = texts ? texts + at : NULL,
+                        .lens = lens ? lens + at : NULL, .ids = ids ? ids + at : NULL, .ntok = ntok ? ntok + at : NULL,
+                        .n = m, .out = out + at * (size_t)H};
+        at += m;
+    }
+    /* Share 0 runs on this thread; a share whose thread cannot start too. */
+    for (int k = 1; k < ne; k++) started[k] = pthread_create(&th[k], NULL, run_share, &sh[k]) == 0;
+    run_share(&sh[0]);
+    for (int k = 1; k < ne; k++) {
+        if (started[k]) pthread_join(th[k], NULL);
+        else run_share(&sh[k]);
+    }
+    pthread_mutex_unlock(&e->gmu);
+    int rc = 0;
+    for (int k = 0; k < ne; k++) {
+        if (stats) stats->tokens += sh[k].stats.tokens, stats->truncated += sh[k].stats.truncated;
+        if (sh[k].rc && !rc) {
+            rc = -1;
+            if (ne > 1) donto_seterr(err, "GPU engine %d: %s", k, sh[k].err.msg);
+            else donto_seterr(err, "%s", sh[k].err.msg);
+        }
+    }
+    return rc;
 }
 
 int donto_encoder_encode(donto_encoder *e, const char *const *texts, const size_t *lens, size_t n,
                          float *out, donto_encode_stats *stats, donto_err *err) {
     if (stats) memset(stats, 0, sizeof *stats);
     if (n == 0) return 0;
+    if (e->neng) return run_engines(e, texts, lens, NULL, NULL, n, out, stats, err);
     const int ml = e->o.max_len, H = e->w->cfg.hidden;
     size_t chunk = n < CHUNK_TEXTS ? n : CHUNK_TEXTS;
-    int32_t *idbuf = malloc(chunk * (size_t)ml * sizeof *idbuf);
-    int32_t **ptr = malloc(chunk * sizeof *ptr);
-    int *ntok = malloc(chunk * sizeof *ntok);
+    tok_bufs b = {0};
     int rc = 0;
-    if (!idbuf || !ptr || !ntok) {
+    if (tok_bufs_alloc(&b, chunk, ml)) {
         rc = donto_seterr(err, "out of memory tokenizing %zu texts", chunk);
         goto out;
     }
     for (size_t c0 = 0; c0 < n; c0 += chunk) {
         size_t m = n - c0 < chunk ? n - c0 : chunk;
-        size_t tokens = 0, truncated = 0;
-#pragma omp parallel for num_threads(e->o.threads) schedule(dynamic, 16) reduction(+ : tokens, truncated)
-        for (size_t i = 0; i < m; i++) {
-            const char *t = texts[c0 + i];
-            size_t len = lens ? lens[c0 + i] : (t ? strlen(t) : 0);
-            ptr[i] = idbuf + i * (size_t)ml;
-            ntok[i] = donto_tokenizer_encode(e->tok, t ? t : "", t ? len : 0, ptr[i], ml);
-            tokens += (size_t)ntok[i];
-            /* A text that filled max_len may have been cut; count it so the
-             * caller can tell the user (exact only up to that ambiguity). */
-            truncated += ntok[i] == ml;
-        }
-        if (stats) stats->tokens += tokens, stats->truncated += truncated;
-        rc = run_sorted(e, (const int32_t *const *)ptr, ntok, m, out + c0 * (size_t)H, err);
+        tok_job j = {e, texts, lens, c0, m, b.idbuf, b.ptr, b.ntok, 0, 0, e->o.threads};
+        tokenize_chunk(&j);
+        if (stats) stats->tokens += j.tokens, stats->truncated += j.truncated;
+        rc = run_sorted(e, (const int32_t *const *)b.ptr, b.ntok, m, out + c0 * (size_t)H, err);
         if (rc) break;
     }
 out:
-    free(idbuf);
-    free(ptr);
-    free(ntok);
+    tok_bufs_free(&b);
     return rc;
 }
