@@ -21,8 +21,10 @@ asan:
 
 # The CUDA engine (needs nvcc and cuBLASLt, not a GPU): compile + link check.
 # CUDA_ARCHS=90 narrows the architectures for a quicker build.
+NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 cuda-build:
-	@cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DDONTO_CUDA=ON \
+	@[ -n "$(NVCC)" ] || { echo "cuda-build: nvcc not found (install the CUDA toolkit)" >&2; exit 1; }
+	@cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DDONTO_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC) \
 	  $(if $(CUDA_ARCHS),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHS)") >/dev/null
 	@cmake --build build-cuda -j$(NPROC)
 
@@ -33,9 +35,11 @@ corpus:
 	@scripts/make-corpus --out corpus
 
 # Release build: every test. Sanitizer build: every test not labelled `ref`
-# (the reference-parity tests drive Python over thousands of texts; their C
-# code paths are the same ones the sanitizer tests cover).
-test: bootstrap model corpus build asan
+# or `e2e` (the reference-parity tests drive Python over thousands of texts,
+# the e2e ones a real model over 24,000; their C code paths are the same ones
+# the sanitizer tests cover). The CUDA build is compiled and linked (this
+# machine has nvcc but no GPU; scripts/gpu-check runs it on one).
+test: bootstrap model corpus build asan cuda-build
 	ctest --test-dir build --output-on-failure
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -LE "ref|e2e"
