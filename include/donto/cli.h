@@ -18,6 +18,8 @@ int donto_migrate_cmd(int argc, char **argv);
 int donto_token_cmd(int argc, char **argv);
 /* The embedding worker (src/cli/work_cmd.c, logic in src/worker/). */
 int donto_work_cmd(int argc, char **argv);
+/* donto-sheaf (src/cli/sheaf_cmd.c): train | eval | infer | sweep; argv[0] = program. */
+int donto_sheaf_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }
