@@ -98,6 +98,23 @@ static void test_fd(void) {
         hp.dropout = cases[i].drop, hp.input_dropout = cases[i].drop;
         fd_check(cases[i].label, &hp, &g, cases[i].drop > 0);
     }
+    /* sparse input features (the CSR/CSC first-layer path), with input dropout */
+    float *xs = malloc(sizeof(float) * g.n * g.f);
+    for (int i = 0; i < g.n * g.f; i++) xs[i] = (i % 7 == 0) ? g.x[i] : 0.0f;
+    int *src = malloc(sizeof(int) * g.ne), *dst = malloc(sizeof(int) * g.ne);
+    for (int k = 0; k < g.ne; k++) src[k] = g.eu[k], dst[k] = g.ev[k];
+    donto_graph gs;
+    CHECK(donto_graph_from_arrays(&gs, g.n, g.f, xs, g.y, g.nclass, g.ne, src, dst, &err) == 0, "%s", err.msg);
+    donto_graph_random_splits(&gs, 1, 3);
+    for (int fam = 0; fam < 2; fam++) {
+        donto_sheaf_hp hp;
+        donto_sheaf_hp_default(&hp);
+        hp.family = fam ? DONTO_SHEAF_GCN : DONTO_SHEAF_DIAG;
+        hp.d = 2, hp.hidden = 4, hp.input_dropout = 0.4f, hp.add_lp = 1;
+        fd_check(fam ? "gcn sparse features + input dropout" : "diag sparse features + input dropout", &hp, &gs, 1);
+    }
+    free(xs), free(src), free(dst);
+    donto_graph_free(&gs);
     donto_graph_free(&g);
 }
 

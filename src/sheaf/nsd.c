@@ -17,6 +17,7 @@
 /* ------------------------------------------------------------------ */
 /* small helpers                                                        */
 
+static void xsparse_free(donto_sheaf_model *m);
 static float *fbuf(size_t n) { return donto_xcalloc(n ? n : 1, sizeof(float)); }
 static uint8_t *bbuf(size_t n) { return donto_xcalloc(n ? n : 1, 1); }
 
@@ -302,6 +303,12 @@ donto_sheaf_model *donto_sheaf_model_new(const donto_sheaf_hp *hp, const donto_g
     size_t NH = (size_t)n * m->H, E2 = 2 * (size_t)m->ne, Eu = (size_t)m->ne;
     size_t dd = (size_t)m->d * m->d, dpb = m->dense ? (size_t)m->dp * m->dp : (size_t)m->dp;
     m->logits = fbuf((size_t)n * m->K), m->logp = fbuf((size_t)n * m->K);
+    {
+        int out0 = hp->family == DONTO_SHEAF_GCN ? (L == 1 ? m->K : m->C) : m->H;
+        m->WT = fbuf((size_t)m->f * out0), m->dWT = fbuf((size_t)m->f * out0);
+    }
+    /* small graphs: one thread (team start-up would cost more than the work) */
+    m->nthreads = (size_t)n * m->H * (size_t)(m->P + m->dp + 4) + (size_t)m->ne * m->dp * m->dp * m->C < 2000000 ? 1 : 0;
     m->inmask = bbuf((size_t)n * m->f);
     if (hp->input_dropout > 0) m->xin = fbuf((size_t)n * m->f);
     if (hp->family == DONTO_SHEAF_GCN) {
@@ -371,6 +378,8 @@ void donto_sheaf_model_free(donto_sheaf_model *m) {
     free(m->dX), free(m->dtmp), free(m->dtmp2), free(m->dxm), free(m->dLd), free(m->dLo), free(m->dmz);
     free(m->dS), free(m->dD), free(m->dQ), free(m->gsu), free(m->gsv);
     free(m->rowsum), free(m->colsum), free(m->dlogit);
+    xsparse_free(m);
+    free(m->WT), free(m->dWT);
     free(m);
 }
 
@@ -1145,7 +1154,125 @@ static double logsoftmax_nll(float *logp, const float *logits, const int *y, con
 /* ------------------------------------------------------------------ */
 /* forward                                                              */
 
+/* ------------------------------------------------------------------ */
+/* sparse input features                                                */
+
+static void xsparse_free(donto_sheaf_model *m) {
+    free(m->xr_off), free(m->xr_col), free(m->xr_val), free(m->xr_dval);
+    free(m->xc_off), free(m->xc_row), free(m->xc_perm);
+    m->xr_off = m->xr_col = m->xc_off = m->xc_row = m->xc_perm = NULL;
+    m->xr_val = m->xr_dval = NULL;
+    m->xsparse = 0;
+}
+
+/* Build CSR/CSC of the graph's features once per graph (below 30% density). */
+static void xsparse_prepare(donto_sheaf_model *m, const donto_graph *g) {
+    if (m->xs_src == g->x) return;
+    xsparse_free(m);
+    m->xs_src = g->x;
+    size_t n = (size_t)m->n, f = (size_t)m->f, nnz = 0;
+    for (size_t i = 0; i < n * f; i++) nnz += g->x[i] != 0;
+    if (nnz > 0.3 * (double)(n * f)) return;
+    m->xsparse = 1;
+    m->xr_off = donto_xcalloc(n + 1, sizeof(int));
+    m->xr_col = donto_xmalloc(sizeof(int) * (nnz + 1));
+    m->xr_val = fbuf(nnz), m->xr_dval = fbuf(nnz);
+    m->xc_off = donto_xcalloc(f + 1, sizeof(int));
+    m->xc_row = donto_xmalloc(sizeof(int) * (nnz + 1));
+    m->xc_perm = donto_xmalloc(sizeof(int) * (nnz + 1));
+    size_t q = 0;
+    for (size_t v = 0; v < n; v++) {
+        for (size_t j = 0; j < f; j++)
+            if (g->x[v * f + j] != 0) {
+                m->xr_col[q] = (int)j, m->xr_val[q] = g->x[v * f + j], q++;
+                m->xc_off[j + 1]++;
+            }
+        m->xr_off[v + 1] = (int)q;
+    }
+    for (size_t j = 0; j < f; j++) m->xc_off[j + 1] += m->xc_off[j];
+    int *fill = donto_xcalloc(f, sizeof(int));
+    for (size_t v = 0; v < n; v++)
+        for (int r = m->xr_off[v]; r < m->xr_off[v + 1]; r++) {
+            int j = m->xr_col[r], c = m->xc_off[j] + fill[j]++;
+            m->xc_row[c] = (int)v, m->xc_perm[c] = r;
+        }
+    free(fill);
+    memcpy(m->xr_dval, m->xr_val, sizeof(float) * nnz);
+}
+
+/* Y[n][out] = Xsparse W^T + b, via WT = W^T [F][out] (contiguous rows to add). */
+static void sparse_linear_forward(donto_sheaf_model *m, float *Y, const float *W, const float *b, int out) {
+    int n = m->n, f = m->f;
+    for (int o = 0; o < out; o++)
+        for (int j = 0; j < f; j++) m->WT[(size_t)j * out + o] = W[(size_t)o * f + j];
+#pragma omp parallel for schedule(dynamic, 32)
+    for (int v = 0; v < n; v++) {
+        float *y = Y + (size_t)v * out;
+        for (int o = 0; o < out; o++) y[o] = b ? b[o] : 0.0f;
+        for (int r = m->xr_off[v]; r < m->xr_off[v + 1]; r++) {
+            float x = m->xr_dval[r];
+            if (x == 0) continue;
+            const float *w = m->WT + (size_t)m->xr_col[r] * out;
+            for (int o = 0; o < out; o++) y[o] += x * w[o];
+        }
+    }
+}
+/* dW[out][F] += dY^T Xsparse (per feature column, CSC order: deterministic) */
+static void sparse_linear_backward_w(donto_sheaf_model *m, float *dW, const float *dY, int out) {
+    int f = m->f;
+#pragma omp parallel for schedule(dynamic, 32)
+    for (int j = 0; j < f; j++) {
+        float *acc = m->dWT + (size_t)j * out;
+        for (int o = 0; o < out; o++) acc[o] = 0;
+        for (int c = m->xc_off[j]; c < m->xc_off[j + 1]; c++) {
+            float x = m->xr_dval[m->xc_perm[c]];
+            if (x == 0) continue;
+            const float *d = dY + (size_t)m->xc_row[c] * out;
+            for (int o = 0; o < out; o++) acc[o] += x * d[o];
+        }
+    }
+    for (int o = 0; o < out; o++)
+        for (int j = 0; j < f; j++) dW[(size_t)o * f + j] += m->dWT[(size_t)j * out + o];
+}
+
+/* the first layer (NSD lin1, GCN layer 0): dense or sparse */
+static void first_linear_forward(donto_sheaf_model *m, const donto_graph *g, float *Y, const float *W, const float *b,
+                                 int out) {
+    if (m->xsparse) sparse_linear_forward(m, Y, W, b, out);
+    else linear_forward(Y, sheaf_graph_x(m, g), W, b, m->n, m->f, out);
+}
+static void first_linear_backward(donto_sheaf_model *m, const donto_graph *g, float *dW, float *db, const float *dY,
+                                  const float *W, int out) {
+    if (m->xsparse) {
+        sparse_linear_backward_w(m, dW, dY, out);
+        if (db)
+#pragma omp parallel for schedule(static)
+            for (int o = 0; o < out; o++) {
+                double s = 0;
+                for (int v = 0; v < m->n; v++) s += dY[(size_t)v * out + o];
+                db[o] += (float)s;
+            }
+    } else {
+        linear_backward(NULL, dW, db, dY, sheaf_graph_x(m, g), W, m->n, m->f, out);
+    }
+}
+
 static void input_dropout(donto_sheaf_model *m, const donto_graph *g) {
+    xsparse_prepare(m, g);
+    if (m->xsparse) {
+        int nnzt = m->xr_off[m->n];
+        if (m->training && m->hp.input_dropout > 0) {
+            uint64_t key = site_key(m->hp.seed, m->step, 1);
+            float p = m->hp.input_dropout, scale = 1.0f / (1.0f - p);
+#pragma omp parallel for schedule(static)
+            for (int v = 0; v < m->n; v++)
+                for (int r = m->xr_off[v]; r < m->xr_off[v + 1]; r++)
+                    m->xr_dval[r] = sheaf_urand(key, (uint64_t)v * m->f + m->xr_col[r]) >= p ? m->xr_val[r] * scale : 0.0f;
+        } else {
+            memcpy(m->xr_dval, m->xr_val, sizeof(float) * nnzt);
+        }
+        return;
+    }
     if (m->xin) {
         if (m->training && m->hp.input_dropout > 0)
             dropout_forward(m->xin, m->inmask, g->x, (size_t)m->n * m->f, m->hp.input_dropout, site_key(m->hp.seed, m->step, 1));
@@ -1178,7 +1305,8 @@ static void gcn_forward(donto_sheaf_model *m, const donto_graph *g) {
     for (int l = 0; l < L; l++) {
         int in = l == 0 ? m->f : m->C, out = l == L - 1 ? m->K : m->C;
         const float *h = l == 0 ? x : m->gH[l];
-        linear_forward(m->gT[l], h, TP(m, m->i_gcnw[l]), NULL, n, in, out);
+        if (l == 0) first_linear_forward(m, g, m->gT[l], TP(m, m->i_gcnw[l]), NULL, out);
+        else linear_forward(m->gT[l], h, TP(m, m->i_gcnw[l]), NULL, n, in, out);
         gcn_aggregate(m, l == L - 1 ? m->logits : m->gA[l], m->gT[l], TP(m, m->i_gcnb[l]), out);
         if (l < L - 1) {
             size_t cnt = (size_t)n * out;
@@ -1198,7 +1326,8 @@ static void nsd_forward(donto_sheaf_model *m, const donto_graph *g) {
     float p = m->training ? m->hp.dropout : 0.0f;
     const float *x = sheaf_graph_x(m, g);
     /* lin1 -> ELU -> dropout [-> lin12] : [N][F] -> [N][H] */
-    linear_forward(m->h1, x, TP(m, m->i_lin1w), TP(m, m->i_lin1b), n, m->f, H);
+    (void)x;
+    first_linear_forward(m, g, m->h1, TP(m, m->i_lin1w), TP(m, m->i_lin1b), H);
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < NH; i++) m->hd[i] = elu(m->h1[i]);
     if (p > 0) dropout_forward(m->hd, m->hmask, m->hd, NH, p, site_key(m->hp.seed, m->step, 2));
@@ -1260,10 +1389,13 @@ double donto_sheaf_forward(donto_sheaf_model *m, const donto_graph *g, int train
                            const uint8_t *mask, const float **logp) {
     m->training = training;
     m->step = step;
+    int saved = omp_get_max_threads();
+    if (m->nthreads) omp_set_num_threads(m->nthreads);
     input_dropout(m, g);
     if (m->hp.family == DONTO_SHEAF_GCN) gcn_forward(m, g);
     else nsd_forward(m, g);
     double loss = logsoftmax_nll(m->logp, m->logits, g->y, mask, m->n, m->K);
+    if (m->nthreads) omp_set_num_threads(saved);
     if (logp) *logp = m->logp;
     return loss;
 }
@@ -1288,7 +1420,8 @@ static void gcn_backward(donto_sheaf_model *m, const donto_graph *g, float *dlog
         gcn_aggregate(m, dT, dA, NULL, out);
         const float *h = l == 0 ? x : m->gH[l];
         float *dH = l > 0 ? m->dtmp2 : NULL;
-        linear_backward(dH, TG(m, m->i_gcnw[l]), NULL, dT, h, TP(m, m->i_gcnw[l]), n, in, out);
+        if (l == 0) first_linear_backward(m, g, TG(m, m->i_gcnw[l]), NULL, dT, TP(m, m->i_gcnw[l]), out);
+        else linear_backward(dH, TG(m, m->i_gcnw[l]), NULL, dT, h, TP(m, m->i_gcnw[l]), n, in, out);
         if (l > 0) {
             size_t cnt = (size_t)n * in;
             const float *a = m->gA[l - 1];
@@ -1381,11 +1514,13 @@ static void nsd_backward(donto_sheaf_model *m, const donto_graph *g, const float
     if (p > 0) dropout_backward(dh, dh, m->hmask, NH, p, 0);
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < NH; i++) dh[i] *= elu_grad(m->h1[i]);
-    linear_backward(NULL, TG(m, m->i_lin1w), TG(m, m->i_lin1b), dh, sheaf_graph_x(m, g), TP(m, m->i_lin1w), n, m->f, H);
+    first_linear_backward(m, g, TG(m, m->i_lin1w), TG(m, m->i_lin1b), dh, TP(m, m->i_lin1w), H);
 }
 
 void donto_sheaf_backward_from(donto_sheaf_model *m, const donto_graph *g, const float *dlogp) {
     int n = m->n, K = m->K;
+    int saved = omp_get_max_threads();
+    if (m->nthreads) omp_set_num_threads(m->nthreads);
     memset(m->g, 0, sizeof(float) * m->np);
     float *dlogits = donto_xmalloc(sizeof(float) * (size_t)n * K);
     /* logp = z - lse(z): dz = dlogp - softmax * sum(dlogp) */
@@ -1399,6 +1534,7 @@ void donto_sheaf_backward_from(donto_sheaf_model *m, const donto_graph *g, const
     if (m->hp.family == DONTO_SHEAF_GCN) gcn_backward(m, g, dlogits);
     else nsd_backward(m, g, dlogits);
     free(dlogits);
+    if (m->nthreads) omp_set_num_threads(saved);
 }
 
 void donto_sheaf_backward(donto_sheaf_model *m, const donto_graph *g, const uint8_t *mask) {

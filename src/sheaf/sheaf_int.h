@@ -80,6 +80,13 @@ struct donto_sheaf_model {
     uint8_t **gmask;   /* [L] dropout masks of the layer inputs */
     float **gA;        /* [L] layer outputs (pre-ReLU) [N][out_l] */
     float **gT;        /* [L] H W^T before aggregation */
+    /* sparse input features (bag-of-words graphs are ~1-5% dense): CSR + CSC of x */
+    const float *xs_src;  /* the x the CSR was built from */
+    int xsparse;
+    int *xr_off, *xr_col, *xc_off, *xc_row, *xc_perm; /* CSC entry q is CSR entry xc_perm[q] */
+    float *xr_val, *xr_dval; /* values, values after input dropout */
+    float *WT, *dWT;         /* [F][out] transposed first-layer weight and its gradient */
+    int nthreads;            /* threads for this model's parallel loops (1 for small graphs) */
     /* backward scratch */
     float *dX, *dtmp, *dtmp2, *dxm, *dLd, *dLo, *dmz, *dS, *dD, *dQ, *gsu, *gsv;
     float *rowsum, *colsum, *dlogit;

@@ -53,7 +53,7 @@ static void adam_step(donto_sheaf_model *m) {
         float wd = t->sheaf_group ? m->hp.sheaf_decay : m->hp.weight_decay;
         float *p = m->p + t->off, *g = m->g + t->off, *mm = m->adam_m + t->off, *vv = m->adam_v + t->off;
         size_t n = t->size;
-#pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (n > 65536 && !m->nthreads)
         for (size_t j = 0; j < n; j++) {
             float gr = g[j] + wd * p[j];
             mm[j] = (float)(b1 * mm[j] + (1 - b1) * gr);

@@ -23,6 +23,13 @@ import torch
 import torch.nn.functional as F
 
 
+def index_add(out, idx, src):
+    """out + scatter of src rows at idx. torch 1.13's index_add on CPU loops over the index in
+    Python-level tensor ops for >1-D tensors (seconds per call on chameleon); index_put_ with
+    accumulate is vectorised."""
+    return out.index_put((idx,), src, accumulate=True)
+
+
 class SheafModel(torch.nn.Module):
     """Parameters are named like the C checkpoint's tensors; shapes [rows, cols]."""
 
@@ -58,8 +65,8 @@ class SheafModel(torch.nn.Module):
     def gcn_aggregate(self, T):
         out = T / (self.deg + 1).unsqueeze(1)
         w = self.fix_off.unsqueeze(1)
-        out = out.index_add(0, self.eu, w * T[self.ev])
-        out = out.index_add(0, self.ev, w * T[self.eu])
+        out = index_add(out, self.eu, w * T[self.ev])
+        out = index_add(out, self.ev, w * T[self.eu])
         return out
 
     def forward_gcn(self, x, training=False):
@@ -95,7 +102,7 @@ class SheafModel(torch.nn.Module):
         Ld = torch.zeros(n, dp, dp, dtype=maps.dtype)
         Lo = torch.zeros(ne, dp, dp, dtype=maps.dtype)
         if self.family == "diag":
-            D = torch.zeros(n, d, dtype=maps.dtype).index_add(0, row, maps * maps)
+            D = index_add(torch.zeros(n, d, dtype=maps.dtype), row, maps * maps)
             s = (D + 1).pow(-0.5)
             ld = D * s * s
             lo = -s[eu] * maps[0::2] * maps[1::2] * s[ev]
@@ -105,11 +112,12 @@ class SheafModel(torch.nn.Module):
             Q = self.orth_maps(maps)
             if self.hp["edge_weights"]:
                 a = self.p(f"weight_learner.{t}.weight").reshape(-1)
-                sw = torch.sigmoid(torch.cat([xm[self.row], xm[self.col]], 1) @ a)
+                H = xm.shape[1]
+                sw = torch.sigmoid((xm @ a[:H])[self.row] + (xm @ a[H:])[self.col])
                 w = sw[0::2] * sw[1::2]
             else:
                 w = torch.ones(ne, dtype=maps.dtype)
-            D = torch.zeros(n, dtype=maps.dtype).index_add(0, eu, w * w).index_add(0, ev, w * w)
+            D = index_add(index_add(torch.zeros(n, dtype=maps.dtype), eu, w * w), ev, w * w)
             s = (D + 1).pow(-0.5)
             I = torch.eye(d, dtype=maps.dtype)
             Ld[:, :d, :d] = (D * s * s).reshape(n, 1, 1) * I
@@ -118,7 +126,7 @@ class SheafModel(torch.nn.Module):
         else:  # general
             Fm = maps.reshape(-1, d, d)
             FtF = Fm.transpose(1, 2) @ Fm
-            D = torch.zeros(n, d, d, dtype=maps.dtype).index_add(0, row, FtF)
+            D = index_add(torch.zeros(n, d, d, dtype=maps.dtype), row, FtF)
             M = D + (1.0 + self.hp["gen_eps"]) * torch.eye(d, dtype=maps.dtype)
             evals, V = torch.linalg.eigh(M)
             S = (V * evals.pow(-0.5).unsqueeze(1)) @ V.transpose(1, 2)
@@ -133,6 +141,30 @@ class SheafModel(torch.nn.Module):
             Ld[:, j, j] = self.fix_diag
             Lo[:, j, j] = self.fix_off
         return Ld, Lo
+
+    def sparse_apply(self, Ld, Lo, Y):
+        """Z = L Y with L as one torch sparse (N d') x (N d') matrix, as the NSD reference code
+        does with torch_sparse.spmm (used by the speed benchmark; parity uses the block path)."""
+        n, dp, C = self.n, self.dp, self.C
+        if not hasattr(self, "_lap_idx"):
+            ar = torch.arange(dp)
+            if self.family == "diag":
+                ii, jj = ar, ar
+            else:
+                ii, jj = ar.repeat_interleave(dp), ar.repeat(dp)
+            nodes = torch.arange(n)
+            r_d = (nodes.unsqueeze(1) * dp + ii).reshape(-1)
+            c_d = (nodes.unsqueeze(1) * dp + jj).reshape(-1)
+            r_uv = (self.eu.unsqueeze(1) * dp + ii).reshape(-1)
+            c_uv = (self.ev.unsqueeze(1) * dp + jj).reshape(-1)
+            r_vu = (self.ev.unsqueeze(1) * dp + jj).reshape(-1)
+            c_vu = (self.eu.unsqueeze(1) * dp + ii).reshape(-1)
+            self._lap_idx = torch.stack([torch.cat([r_d, r_uv, r_vu]), torch.cat([c_d, c_uv, c_vu])])
+            self._lap_sel = (ii, jj)
+        ii, jj = self._lap_sel
+        vals = torch.cat([Ld[:, ii, jj].reshape(-1), Lo[:, ii, jj].reshape(-1), Lo[:, ii, jj].reshape(-1)])
+        L = torch.sparse_coo_tensor(self._lap_idx, vals, (n * dp, n * dp))
+        return torch.sparse.mm(L, Y.reshape(n * dp, C)).reshape(n, dp, C)
 
     def forward(self, x, training=False):
         if self.family == "gcn":
@@ -150,16 +182,27 @@ class SheafModel(torch.nn.Module):
             if t > 0:
                 xm = F.dropout(xm, p_drop, training)
             W = self.p(f"sheaf_learner.{t}.weight")
-            maps = torch.tanh(torch.cat([xm[self.row], xm[self.col]], 1) @ W.T)
+            # W [x_u || x_v] = W_l x_u + W_r x_v: project nodes first, then gather (never E x 2H)
+            maps = torch.tanh((xm @ W[:, :H].T)[self.row] + (xm @ W[:, H:].T)[self.col])
             Ld, Lo = self.laplacian(maps, xm, t)
             Y = F.dropout(X, p_drop, training)
             if self.hp["left_weights"]:
                 Y = torch.einsum("ij,njc->nic", self.p(f"left.{t}.weight"), Y)
             if self.hp["right_weights"]:
                 Y = Y @ self.p(f"right.{t}.weight").T
-            Z = Ld @ Y
-            Z = Z.index_add(0, self.eu, Lo @ Y[self.ev])
-            Z = Z.index_add(0, self.ev, Lo.transpose(1, 2) @ Y[self.eu])
+            if getattr(self, "sparse_lap", False):
+                Z = self.sparse_apply(Ld, Lo, Y)
+            elif self.family == "diag":
+                # diagonal blocks: elementwise, as the reference code does for Diag-NSD
+                ld = torch.diagonal(Ld, dim1=1, dim2=2).unsqueeze(2)
+                lo = torch.diagonal(Lo, dim1=1, dim2=2).unsqueeze(2)
+                Z = ld * Y
+                Z = index_add(Z, self.eu, lo * Y[self.ev])
+                Z = index_add(Z, self.ev, lo * Y[self.eu])
+            else:
+                Z = Ld @ Y
+                Z = index_add(Z, self.eu, Lo @ Y[self.ev])
+                Z = index_add(Z, self.ev, Lo.transpose(1, 2) @ Y[self.eu])
             coef = (1 + torch.tanh(self.p(f"epsilons.{t}").reshape(-1))).reshape(1, dp, 1)
             X = coef * X - F.elu(Z)
         logits = X.reshape(n, H) @ self.p("lin2.weight").T + self.p("lin2.bias").reshape(-1)
@@ -274,6 +317,10 @@ def cmd_bench(a):
               second_linear=a.second_linear, input_dropout=a.input_dropout, dropout=a.dropout, gen_eps=0.0)
     eu_t, ev_t = torch.tensor(eu), torch.tensor(ev)
     m = SheafModel(hp, n, f, K, eu_t, ev_t, torch.float32)
+    # Block path (gathers + index_add). torch 1.13's sparse.mm backward builds a dense
+    # (N d')^2 gradient for the sparse values (54 s per chameleon epoch, 1.4 GB), so the
+    # block path is the fair reference; --sparse-lap selects the other.
+    m.sparse_lap = a.sparse_lap
     dp = m.dp
     H = dp * a.hidden
     P = m.P
@@ -342,6 +389,7 @@ def main():
     b.add_argument("--threads", type=int, default=1)
     b.add_argument("--epochs", type=int, default=5)
     b.add_argument("--warmup", type=int, default=1)
+    b.add_argument("--sparse-lap", action="store_true")
     a = ap.parse_args()
     if a.cmd == "parity":
         if a.extra and a.extra[0] == "--":
