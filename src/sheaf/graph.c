@@ -353,8 +353,9 @@ static int read_features_txt(const char *path, float **x, int **y, int *n, int *
     *y = donto_xmalloc(sizeof(int) * cnt);
     for (int i = 0; i < cnt; i++) {
         if (ids[i] < 0 || ids[i] >= cnt) {
+            int bad = ids[i];
             free(ids), free(lab), free(feat), free(*x), free(*y);
-            return donto_seterr(err, "%s: node id %d outside 0..%d", path, ids[i], cnt - 1);
+            return donto_seterr(err, "%s: node id %d outside 0..%d", path, bad, cnt - 1);
         }
         memcpy(*x + (size_t)ids[i] * nf, feat + (size_t)i * nf, sizeof(float) * nf);
         (*y)[ids[i]] = lab[i];
@@ -629,7 +630,7 @@ int donto_graph_load(donto_graph *g, const char *spec, const char *data_dir, con
     if (is_file(spec)) return load_export(g, spec, task, err);
     if (is_dir(spec)) {
         /* a geom-gcn dataset directory: root = its parent */
-        char root[4096], name[256];
+        char root[4096], name[4096];
         snprintf(root, sizeof root, "%s", spec);
         size_t l = strlen(root);
         while (l > 1 && root[l - 1] == '/') root[--l] = 0;
