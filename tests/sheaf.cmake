@@ -25,3 +25,8 @@ foreach(graph random texas)
   donto_sheaf_parity(sheaf_parity_gcn_${graph} gcn ${graph} --layers 3 --hidden 16)
 endforeach()
 donto_sheaf_parity(sheaf_parity_householder_noew_random orth random --d 3 --layers 2 --hidden 4 --no-edge-weights)
+
+# The CLI end to end (train/eval/infer, export files, errors); needs the geom-gcn data.
+add_test(NAME sheaf_cli COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_cli.sh $<TARGET_FILE:donto-sheaf>
+         ${DONTO_GEOM_GCN_DIR} ${DONTO_TESTDATA}/sheaf_cli)
+set_tests_properties(sheaf_cli PROPERTIES TIMEOUT 300)
