@@ -138,6 +138,7 @@ static void test_geom_gcn(void) {
     }
     CHECK(donto_npz_read(path, "train_mask", &a, &err) == 0, "%s", err.msg);
     CHECK(a.ndim == 1 && a.shape[0] == 183, "train_mask shape");
+    free(a.data);
     CHECK(donto_npz_read(path, "no_such_array", &a, &err) == -1, "missing array must fail");
     CHECK_STR_CONTAINS(err.msg, "no array");
     donto_graph g;
