@@ -1038,6 +1038,18 @@ static void lap_apply(const donto_sheaf_model *m, const sheaf_layer_act *a, floa
     }
 }
 
+/* sum_c a[c] b[c] + e[c] f[c] with 8 float lanes (vectorisable, fixed order: deterministic) */
+static inline double dot2(const float *a, const float *b, const float *e, const float *f, int C) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int c = 0;
+    for (; c + 8 <= C; c += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[c + l] * b[c + l] + (e ? e[c + l] * f[c + l] : 0.0f);
+    double s = 0;
+    for (; c < C; c++) s += (double)a[c] * b[c] + (e ? (double)e[c] * f[c] : 0.0);
+    for (int l = 0; l < 8; l++) s += acc[l];
+    return s;
+}
+
 /* dLd_v = dZ_v Y_v^T ; dLo_k = dZ_u Y_v^T + Y_u dZ_v^T (diag: only the diagonal) */
 static void lap_grad_blocks(donto_sheaf_model *m, const float *dZ, const float *Y) {
     int dp = m->dp, C = m->C;
@@ -1045,20 +1057,14 @@ static void lap_grad_blocks(donto_sheaf_model *m, const float *dZ, const float *
     if (!m->dense) {
 #pragma omp parallel for schedule(static)
         for (int v = 0; v < m->n; v++)
-            for (int i = 0; i < dp; i++) {
-                double s = 0;
-                for (int c = 0; c < C; c++) s += (double)dZ[v * H + i * C + c] * Y[v * H + i * C + c];
-                m->dLd[(size_t)v * dp + i] = (float)s;
-            }
+            for (int i = 0; i < dp; i++)
+                m->dLd[(size_t)v * dp + i] = (float)dot2(dZ + v * H + i * C, Y + v * H + i * C, NULL, NULL, C);
 #pragma omp parallel for schedule(static)
         for (int k = 0; k < m->ne; k++) {
             size_t u = (size_t)m->eu[k] * H, v = (size_t)m->ev[k] * H;
-            for (int i = 0; i < dp; i++) {
-                double s = 0;
-                for (int c = 0; c < C; c++)
-                    s += (double)dZ[u + i * C + c] * Y[v + i * C + c] + (double)Y[u + i * C + c] * dZ[v + i * C + c];
-                m->dLo[(size_t)k * dp + i] = (float)s;
-            }
+            for (int i = 0; i < dp; i++)
+                m->dLo[(size_t)k * dp + i] =
+                    (float)dot2(dZ + u + i * C, Y + v + i * C, Y + u + i * C, dZ + v + i * C, C);
         }
         return;
     }
@@ -1115,15 +1121,23 @@ static void left_backward(float *dX, float *dW, const float *dY, const float *X,
                 for (int c = 0; c < C; c++) x[c] += w * y[c];
             }
         }
+    /* dW: 64 fixed node chunks, each a partial sum in node order, then summed in chunk
+     * order: one pass over the data and the same result for any thread count */
+    enum { NCH = 64 };
     int nij = dp * dp;
+    double *part = donto_xcalloc((size_t)NCH * nij, sizeof(double));
 #pragma omp parallel for schedule(static)
-    for (int ij = 0; ij < nij; ij++) {
-        int i = ij / dp, j = ij % dp;
-        double s = 0;
-        for (int v = 0; v < n; v++)
-            for (int c = 0; c < C; c++) s += (double)dY[v * H + (size_t)i * C + c] * X[v * H + (size_t)j * C + c];
-        dW[ij] += (float)s;
+    for (int ch = 0; ch < NCH; ch++) {
+        int v0 = (int)((long)n * ch / NCH), v1 = (int)((long)n * (ch + 1) / NCH);
+        double *pp = part + (size_t)ch * nij;
+        for (int v = v0; v < v1; v++)
+            for (int i = 0; i < dp; i++)
+                for (int j = 0; j < dp; j++)
+                    pp[i * dp + j] += dot2(dY + v * H + (size_t)i * C, X + v * H + (size_t)j * C, NULL, NULL, C);
     }
+    for (int ch = 0; ch < NCH; ch++)
+        for (int ij = 0; ij < nij; ij++) dW[ij] += (float)part[(size_t)ch * nij + ij];
+    free(part);
 }
 
 /* ------------------------------------------------------------------ */
