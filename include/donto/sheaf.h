@@ -1,0 +1,163 @@
+/*
+ * donto-accel: Neural Sheaf Diffusion (Bodnar et al., NeurIPS 2022) and a GCN
+ * baseline, trained and run in C (src/sheaf/).
+ *
+ * Written the way llm.c writes GPT-2: one forward and one backward function
+ * per operation, explicit activations kept for the backward pass, no autograd.
+ * All graph work runs over edge lists (O(E d^2) memory, never N x N).
+ *
+ * Layout conventions (used in every shape comment):
+ *   N nodes, F input features, K classes, C channels ("hidden"), d stalk dim,
+ *   d' = d + add_lp + add_hp, H = d' * C (a node's flattened stalks),
+ *   Eu undirected edges (u < v), E2 = 2 Eu directed edges: 2k = u->v, 2k+1 = v->u.
+ *   Stalk features X are [N][d'][C] row-major (row v*d'+i of an (N d') x C matrix).
+ */
+#ifndef DONTO_SHEAF_H
+#define DONTO_SHEAF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "donto/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- graphs ---------------------------------------------------------- */
+
+typedef struct donto_graph {
+    int n, f, nclass;   /* nodes, features, classes */
+    float *x;           /* [n][f] */
+    int *y;             /* [n], -1 = unlabelled */
+    int ne;             /* undirected edges, eu[k] < ev[k], no self-loops, no duplicates */
+    int *eu, *ev;       /* [ne] */
+    int nsplits;        /* masks: [nsplits][n], 1 = in the set */
+    uint8_t *train, *val, *test;
+    char **ids;         /* [n] node ids of export files (NULL: nodes are 0..n-1) */
+    char name[128];
+    char fingerprint[65]; /* SHA-256 hex of features, edges and labels */
+} donto_graph;
+
+/* Load a graph. `spec` is one of:
+ *   a geom-gcn dataset name (texas, wisconsin, cornell, chameleon), looked up under
+ *     data_dir (default $DONTO_GEOM_GCN_DIR or ../shared/data/geom-gcn relative paths);
+ *   a directory holding out1_graph_edges.txt (+ features file or <name>.npz);
+ *   a donto-sheaf export file (JSON, docs/sheaf-export.md), task = NULL for the first task.
+ * Features are row-normalised for geom-gcn data (as the reference does). */
+int donto_graph_load(donto_graph *g, const char *spec, const char *data_dir, const char *task,
+                     donto_err *err);
+/* Build from arrays (copies them); edges may be directed/duplicated/self-loops: they are
+ * symmetrised, deduplicated, self-loops dropped. */
+int donto_graph_from_arrays(donto_graph *g, int n, int f, const float *x, const int *y, int nclass,
+                            int nedges, const int *src, const int *dst, donto_err *err);
+/* Deterministic random graph (tests, benches): n nodes, about m undirected edges. */
+int donto_graph_random(donto_graph *g, int n, int f, int nclass, long m, uint64_t seed, donto_err *err);
+/* Random 60/20/20 splits (for graphs without shipped ones). */
+void donto_graph_random_splits(donto_graph *g, int nsplits, uint64_t seed);
+void donto_graph_fingerprint(donto_graph *g);
+void donto_graph_free(donto_graph *g);
+
+/* Read one array from a .npz (zip, stored or deflate) file: dtype is the npy descr
+ * (e.g. "<f4", "<i8", "|b1", "|u1"); shape up to 4 dims; data malloc'd. */
+typedef struct donto_npy {
+    char descr[16];
+    int fortran;
+    int ndim;
+    long shape[4];
+    void *data;
+    size_t nbytes;
+} donto_npy;
+int donto_npz_read(const char *path, const char *name, donto_npy *out, donto_err *err);
+
+/* ---- model ----------------------------------------------------------- */
+
+enum { DONTO_SHEAF_DIAG = 0, DONTO_SHEAF_ORTH = 1, DONTO_SHEAF_GENERAL = 2, DONTO_SHEAF_GCN = 3 };
+enum { DONTO_ORTH_HOUSEHOLDER = 0, DONTO_ORTH_CAYLEY = 1 };
+
+typedef struct donto_sheaf_hp {
+    int family;        /* DONTO_SHEAF_* */
+    int orth;          /* DONTO_ORTH_* (family ORTH) */
+    int d;             /* stalk dim (>= 1) */
+    int layers;        /* diffusion layers (GCN: conv layers) */
+    int hidden;        /* C channels per stalk dim (GCN: hidden width) */
+    int add_lp, add_hp;
+    int left_weights, right_weights;
+    int edge_weights;  /* ORTH only */
+    int second_linear;
+    float input_dropout, dropout;
+    double gen_eps;    /* General: (D + (1+eps) I)^-1/2 */
+    /* training */
+    float lr, weight_decay, sheaf_decay;
+    int epochs, patience;
+    int stop_acc;      /* 1: select on val accuracy, 0: on val loss */
+    uint64_t seed;
+} donto_sheaf_hp;
+
+void donto_sheaf_hp_default(donto_sheaf_hp *hp);
+const char *donto_sheaf_family_name(int family);
+int donto_sheaf_family_parse(const char *s, int *family, int *orth);
+
+/* One named parameter tensor inside the flat parameter buffer. */
+typedef struct donto_sheaf_tensor {
+    char name[48];
+    size_t off, size;
+    int rows, cols;
+    int sheaf_group; /* 1: sheaf-learner weight decay applies */
+} donto_sheaf_tensor;
+
+typedef struct donto_sheaf_model donto_sheaf_model;
+
+/* Create a model for graph shape (n, f, nclass) and edges; weights initialised from hp.seed. */
+donto_sheaf_model *donto_sheaf_model_new(const donto_sheaf_hp *hp, const donto_graph *g, donto_err *err);
+void donto_sheaf_model_free(donto_sheaf_model *m);
+const donto_sheaf_hp *donto_sheaf_model_hp(const donto_sheaf_model *m);
+/* Parameters / gradients (flat, nparams floats) and their table. */
+float *donto_sheaf_params(donto_sheaf_model *m, size_t *nparams);
+float *donto_sheaf_grads(donto_sheaf_model *m);
+const donto_sheaf_tensor *donto_sheaf_tensors(const donto_sheaf_model *m, int *count);
+/* Forward: logp [n][K] (owned by the model). training = 1 applies dropout with masks drawn
+ * from (seed, step). Returns the NLL over `mask` (all labelled nodes when mask = NULL). */
+double donto_sheaf_forward(donto_sheaf_model *m, const donto_graph *g, int training, uint64_t step,
+                           const uint8_t *mask, const float **logp);
+/* Backward of the last forward's mean NLL over `mask`: grads are overwritten. */
+void donto_sheaf_backward(donto_sheaf_model *m, const donto_graph *g, const uint8_t *mask);
+/* Backward from an arbitrary upstream gradient dlogp [n][K] (tests). */
+void donto_sheaf_backward_from(donto_sheaf_model *m, const donto_graph *g, const float *dlogp);
+
+/* ---- training -------------------------------------------------------- */
+
+typedef struct donto_sheaf_metrics {
+    double train_acc, val_acc, test_acc;
+    double train_loss, val_loss, test_loss;
+    int best_epoch, epochs_run;
+    double seconds;
+} donto_sheaf_metrics;
+
+typedef void (*donto_sheaf_epoch_cb)(void *ctx, int epoch, const donto_sheaf_metrics *now,
+                                     const donto_sheaf_metrics *best);
+
+/* Full-batch training on split `split` with Adam; on return the model holds the weights of
+ * the selected epoch and *best its metrics. */
+int donto_sheaf_train(donto_sheaf_model *m, const donto_graph *g, int split, donto_sheaf_metrics *best,
+                      donto_sheaf_epoch_cb cb, void *ctx, donto_err *err);
+/* Evaluate (no dropout) on a split; fills accs and losses. */
+void donto_sheaf_evaluate(donto_sheaf_model *m, const donto_graph *g, int split, donto_sheaf_metrics *out);
+/* One training step (forward + backward + Adam) on split's train mask; returns the loss. */
+double donto_sheaf_train_step(donto_sheaf_model *m, const donto_graph *g, int split);
+
+/* ---- checkpoints ----------------------------------------------------- */
+
+/* JSON: {"format":"donto-sheaf-checkpoint","version":1,"family",...,"hparams":{...},
+ *        "graph":{"n","f","nclass","name","fingerprint"},"metrics":{...},
+ *        "tensors":[{"name","rows","cols","data":[...]}]} ; %.9g floats round-trip exactly. */
+int donto_sheaf_save(const donto_sheaf_model *m, const donto_graph *g, const donto_sheaf_metrics *met,
+                     const char *path, donto_err *err);
+/* Load: builds the model for graph g (its f and nclass must match the checkpoint). */
+donto_sheaf_model *donto_sheaf_load(const char *path, const donto_graph *g, donto_sheaf_hp *hp_out,
+                                    donto_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

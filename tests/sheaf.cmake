@@ -1,0 +1,32 @@
+# Sheaf learning (src/sheaf/): PyTorch parity (label `ref`). tests/sheaf_dump.c writes a model's
+# weights (checkpoint JSON), graph, log-probabilities and gradients; tests/ref/sheaf_ref.py
+# recomputes them with torch autograd (float64) and compares: logp max abs diff <= 1e-5 and
+# every parameter gradient within 1e-4 of the tensor's largest gradient.
+add_executable(sheaf_dump ${CMAKE_CURRENT_SOURCE_DIR}/sheaf_dump.c)
+target_link_libraries(sheaf_dump PRIVATE donto)
+
+set(DONTO_GEOM_GCN_DIR "${PROJECT_SOURCE_DIR}/../shared/data/geom-gcn" CACHE PATH "geom-gcn benchmark data")
+
+# name family graph [dump options...]
+function(donto_sheaf_parity name family graph)
+  add_test(NAME ${name}
+    COMMAND ${DONTO_PYTHON} ${PROJECT_SOURCE_DIR}/tests/ref/sheaf_ref.py parity
+            --bin $<TARGET_FILE:sheaf_dump> --family ${family} --graph ${graph}
+            --data-dir ${DONTO_GEOM_GCN_DIR} -- ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS ref TIMEOUT 600 RESOURCE_LOCK donto_ref_cpu
+                       ENVIRONMENT "OMP_NUM_THREADS=2")
+endfunction()
+
+foreach(graph random texas)
+  donto_sheaf_parity(sheaf_parity_diag_${graph} diag ${graph} --d 3 --layers 3 --hidden 6 --add-lp --add-hp --second-linear)
+  donto_sheaf_parity(sheaf_parity_householder_${graph} orth ${graph} --d 4 --layers 2 --hidden 5 --add-lp)
+  donto_sheaf_parity(sheaf_parity_cayley_${graph} cayley ${graph} --d 3 --layers 2 --hidden 5 --add-hp)
+  donto_sheaf_parity(sheaf_parity_general_${graph} general ${graph} --d 3 --layers 2 --hidden 5 --add-lp --gen-eps 0.01)
+  donto_sheaf_parity(sheaf_parity_gcn_${graph} gcn ${graph} --layers 3 --hidden 16)
+endforeach()
+donto_sheaf_parity(sheaf_parity_householder_noew_random orth random --d 3 --layers 2 --hidden 4 --no-edge-weights)
+
+# The CLI end to end (train/eval/infer, export files, errors); needs the geom-gcn data.
+add_test(NAME sheaf_cli COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_cli.sh $<TARGET_FILE:donto-sheaf>
+         ${DONTO_GEOM_GCN_DIR} ${DONTO_TESTDATA}/sheaf_cli)
+set_tests_properties(sheaf_cli PROPERTIES TIMEOUT 300)

@@ -1,0 +1,250 @@
+#define _POSIX_C_SOURCE 200809L
+/* Sheaf learning (src/sheaf/): finite-difference gradient checks for every family and
+ * option, npz/geom-gcn loading, checkpoint round trip, determinism across thread counts. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "donto/sheaf.h"
+
+static double loss_at(donto_sheaf_model *m, const donto_graph *g, int training) {
+    return donto_sheaf_forward(m, g, training, 7, g->train, NULL);
+}
+
+/* For each tensor: directional derivative along a random direction, central differences
+ * in float32 vs the analytic gradient. */
+static void fd_check(const char *label, donto_sheaf_hp *hp, const donto_graph *g, int training) {
+    donto_err err = {{0}};
+    donto_sheaf_model *m = donto_sheaf_model_new(hp, g, &err);
+    CHECK(m != NULL, "%s: %s", label, err.msg);
+    if (!m) return;
+    size_t np;
+    float *p = donto_sheaf_params(m, &np);
+    /* move away from the structured init (identity W1, eps = 0) */
+    uint64_t s = 12345;
+    for (size_t i = 0; i < np; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        p[i] += (float)(((s >> 40) / 16777216.0 - 0.5) * 0.3);
+    }
+    loss_at(m, g, training);
+    donto_sheaf_backward(m, g, g->train);
+    int nt;
+    const donto_sheaf_tensor *t = donto_sheaf_tensors(m, &nt);
+    float *gr = malloc(sizeof(float) * np);
+    memcpy(gr, donto_sheaf_grads(m), sizeof(float) * np);
+    float *dir = malloc(sizeof(float) * np);
+    int bad = 0;
+    for (int i = 0; i < nt; i++) {
+        double an = 0;
+        for (size_t j = 0; j < t[i].size; j++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            dir[j] = ((s >> 40) & 1) ? 1.0f : -1.0f;
+            an += (double)dir[j] * gr[t[i].off + j];
+        }
+        float *w = p + t[i].off;
+        float *save = malloc(sizeof(float) * t[i].size);
+        memcpy(save, w, sizeof(float) * t[i].size);
+        double h = 3e-3 / sqrt((double)t[i].size); /* small enough not to cross ReLU kinks */
+        for (size_t j = 0; j < t[i].size; j++) w[j] = (float)(save[j] + h * dir[j]);
+        double lp = loss_at(m, g, training);
+        for (size_t j = 0; j < t[i].size; j++) w[j] = (float)(save[j] - h * dir[j]);
+        double lm = loss_at(m, g, training);
+        memcpy(w, save, sizeof(float) * t[i].size);
+        free(save);
+        double fd = (lp - lm) / (2 * h);
+        double tol = 2e-2 * fmax(fabs(fd), fabs(an)) + 2e-4;
+        if (fabs(fd - an) > tol) bad++;
+        CHECK(fabs(fd - an) <= tol, "%s: tensor %s: finite difference %.6g vs analytic %.6g", label, t[i].name, fd, an);
+    }
+    if (!bad) fprintf(stderr, "fd %-40s ok (%d tensors)\n", label, nt);
+    free(gr), free(dir);
+    donto_sheaf_model_free(m);
+}
+
+static void test_fd(void) {
+    donto_err err = {{0}};
+    donto_graph g;
+    CHECK(donto_graph_random(&g, 40, 7, 3, 90, 5, &err) == 0, "%s", err.msg);
+    struct {
+        const char *label;
+        int family, orth, d, lp, hpass, second, ew, left, right;
+        float drop;
+    } cases[] = {
+        {"diag d=2", DONTO_SHEAF_DIAG, 0, 2, 0, 0, 0, 0, 1, 1, 0},
+        {"diag d=3 lp hp second", DONTO_SHEAF_DIAG, 0, 3, 1, 1, 1, 0, 1, 1, 0},
+        {"diag d=1 no-left no-right", DONTO_SHEAF_DIAG, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+        {"diag d=2 dropout", DONTO_SHEAF_DIAG, 0, 2, 1, 0, 0, 0, 1, 1, 0.3f},
+        {"orth householder d=3 ew", DONTO_SHEAF_ORTH, DONTO_ORTH_HOUSEHOLDER, 3, 0, 0, 0, 1, 1, 1, 0},
+        {"orth householder d=4 lp hp ew", DONTO_SHEAF_ORTH, DONTO_ORTH_HOUSEHOLDER, 4, 1, 1, 0, 1, 1, 1, 0},
+        {"orth householder d=2 no-ew", DONTO_SHEAF_ORTH, DONTO_ORTH_HOUSEHOLDER, 2, 0, 0, 0, 0, 1, 1, 0},
+        {"orth cayley d=3 ew", DONTO_SHEAF_ORTH, DONTO_ORTH_CAYLEY, 3, 1, 0, 0, 1, 1, 1, 0},
+        {"orth cayley d=3 ew dropout", DONTO_SHEAF_ORTH, DONTO_ORTH_CAYLEY, 3, 0, 0, 1, 1, 1, 1, 0.3f},
+        {"general d=2", DONTO_SHEAF_GENERAL, 0, 2, 0, 0, 0, 0, 1, 1, 0},
+        {"general d=3 lp hp", DONTO_SHEAF_GENERAL, 0, 3, 1, 1, 0, 0, 1, 1, 0},
+        {"gcn 2 layers", DONTO_SHEAF_GCN, 0, 1, 0, 0, 0, 0, 1, 1, 0},
+        {"gcn 3 layers dropout", DONTO_SHEAF_GCN, 0, 1, 0, 0, 0, 0, 1, 1, 0.3f},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        donto_sheaf_hp hp;
+        donto_sheaf_hp_default(&hp);
+        hp.family = cases[i].family, hp.orth = cases[i].orth, hp.d = cases[i].d;
+        hp.add_lp = cases[i].lp, hp.add_hp = cases[i].hpass, hp.second_linear = cases[i].second;
+        hp.edge_weights = cases[i].ew, hp.left_weights = cases[i].left, hp.right_weights = cases[i].right;
+        hp.layers = strstr(cases[i].label, "3 layers") ? 3 : 2;
+        hp.hidden = 4;
+        hp.dropout = cases[i].drop, hp.input_dropout = cases[i].drop;
+        fd_check(cases[i].label, &hp, &g, cases[i].drop > 0);
+    }
+    /* sparse input features (the CSR/CSC first-layer path), with input dropout */
+    float *xs = malloc(sizeof(float) * g.n * g.f);
+    for (int i = 0; i < g.n * g.f; i++) xs[i] = (i % 7 == 0) ? g.x[i] : 0.0f;
+    int *src = malloc(sizeof(int) * g.ne), *dst = malloc(sizeof(int) * g.ne);
+    for (int k = 0; k < g.ne; k++) src[k] = g.eu[k], dst[k] = g.ev[k];
+    donto_graph gs;
+    CHECK(donto_graph_from_arrays(&gs, g.n, g.f, xs, g.y, g.nclass, g.ne, src, dst, &err) == 0, "%s", err.msg);
+    donto_graph_random_splits(&gs, 1, 3);
+    for (int fam = 0; fam < 2; fam++) {
+        donto_sheaf_hp hp;
+        donto_sheaf_hp_default(&hp);
+        hp.family = fam ? DONTO_SHEAF_GCN : DONTO_SHEAF_DIAG;
+        hp.d = 2, hp.hidden = 4, hp.input_dropout = 0.4f, hp.add_lp = 1;
+        fd_check(fam ? "gcn sparse features + input dropout" : "diag sparse features + input dropout", &hp, &gs, 1);
+    }
+    free(xs), free(src), free(dst);
+    donto_graph_free(&gs);
+    donto_graph_free(&g);
+}
+
+static const char *data_dir(void) {
+    const char *e = getenv("DONTO_GEOM_GCN_DIR");
+    if (e) return e;
+    static char buf[4096];
+    const char *src = getenv("DONTO_SOURCE_DIR");
+    snprintf(buf, sizeof buf, "%s/../shared/data/geom-gcn", src ? src : ".");
+    return buf;
+}
+
+static void test_geom_gcn(void) {
+    donto_err err = {{0}};
+    char path[8192];
+    snprintf(path, sizeof path, "%s/splits/texas_split_0.6_0.2_0.npz", data_dir());
+    donto_npy a;
+    if (access(path, R_OK) != 0) {
+        CHECK(0, "geom-gcn data not found at %s (set DONTO_GEOM_GCN_DIR)", path);
+        return;
+    }
+    CHECK(donto_npz_read(path, "train_mask", &a, &err) == 0, "%s", err.msg);
+    CHECK(a.ndim == 1 && a.shape[0] == 183, "train_mask shape");
+    free(a.data);
+    CHECK(donto_npz_read(path, "no_such_array", &a, &err) == -1, "missing array must fail");
+    CHECK_STR_CONTAINS(err.msg, "no array");
+    donto_graph g;
+    CHECK(donto_graph_load(&g, "texas", data_dir(), NULL, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(g.n, 183);
+    CHECK_EQ_INT(g.f, 1703);
+    CHECK_EQ_INT(g.nclass, 5);
+    CHECK_EQ_INT(g.nsplits, 10);
+    int tr = 0, va = 0, te = 0;
+    for (int v = 0; v < g.n; v++) tr += g.train[v], va += g.val[v], te += g.test[v];
+    CHECK(tr == 87 && va == 59 && te == 37, "texas split 0: %d/%d/%d, README says 87/59/37", tr, va, te);
+    for (int k = 0; k < g.ne; k++) CHECK(g.eu[k] < g.ev[k], "edge %d not canonical", k);
+    double maxdev = 0;
+    for (int v = 0; v < g.n; v++) {
+        double s = 0;
+        for (int j = 0; j < g.f; j++) s += g.x[(size_t)v * g.f + j];
+        if (s != 0) maxdev = fmax(maxdev, fabs(s - 1));
+    }
+    CHECK(maxdev < 1e-5, "rows not normalised (%g)", maxdev);
+    donto_graph_free(&g);
+    CHECK(donto_graph_load(&g, "chameleon", data_dir(), NULL, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(g.n, 2277);
+    CHECK_EQ_INT(g.f, 2325);
+    CHECK_EQ_INT(g.nclass, 5);
+    donto_graph_free(&g);
+    CHECK(donto_graph_load(&g, "no-such-dataset", data_dir(), NULL, &err) == -1, "unknown dataset must fail");
+}
+
+static void test_checkpoint_and_determinism(void) {
+    donto_err err = {{0}};
+    donto_graph g;
+    CHECK(donto_graph_random(&g, 60, 6, 3, 150, 9, &err) == 0, "%s", err.msg);
+    donto_sheaf_hp hp;
+    donto_sheaf_hp_default(&hp);
+    hp.family = DONTO_SHEAF_ORTH, hp.d = 3, hp.hidden = 5, hp.add_lp = 1, hp.dropout = 0.2f;
+    hp.epochs = 15, hp.patience = 100;
+    float *ref = NULL;
+    size_t np = 0;
+    for (int threads = 1; threads <= 3; threads++) {
+        omp_set_num_threads(threads);
+        donto_sheaf_model *m = donto_sheaf_model_new(&hp, &g, &err);
+        donto_sheaf_metrics best;
+        CHECK(donto_sheaf_train(m, &g, 0, &best, NULL, NULL, &err) == 0, "%s", err.msg);
+        float *p = donto_sheaf_params(m, &np);
+        if (!ref) {
+            ref = malloc(sizeof(float) * np);
+            memcpy(ref, p, sizeof(float) * np);
+            /* checkpoint round trip: bit-exact weights, same log-probabilities */
+            char path[] = "/tmp/donto_sheaf_ckpt_XXXXXX";
+            int fd = mkstemp(path);
+            close(fd);
+            CHECK(donto_sheaf_save(m, &g, &best, path, &err) == 0, "%s", err.msg);
+            donto_sheaf_hp hp2;
+            donto_sheaf_model *m2 = donto_sheaf_load(path, &g, &hp2, &err);
+            CHECK(m2 != NULL, "%s", err.msg);
+            if (m2) {
+                size_t np2;
+                float *p2 = donto_sheaf_params(m2, &np2);
+                CHECK(np2 == np && memcmp(p2, p, sizeof(float) * np) == 0, "checkpoint weights differ");
+                const float *l1, *l2;
+                donto_sheaf_forward(m, &g, 0, 0, NULL, &l1);
+                float *c1 = malloc(sizeof(float) * g.n * g.nclass);
+                memcpy(c1, l1, sizeof(float) * g.n * g.nclass);
+                donto_sheaf_forward(m2, &g, 0, 0, NULL, &l2);
+                CHECK(memcmp(c1, l2, sizeof(float) * g.n * g.nclass) == 0, "log-probabilities differ after reload");
+                free(c1);
+                CHECK(hp2.d == 3 && hp2.add_lp == 1 && hp2.family == DONTO_SHEAF_ORTH, "hparams lost");
+                donto_sheaf_model_free(m2);
+            }
+            /* a graph with a different feature count is refused */
+            donto_graph g2;
+            donto_graph_random(&g2, 10, 5, 3, 20, 1, &err);
+            CHECK(donto_sheaf_load(path, &g2, NULL, &err) == NULL, "feature mismatch must fail");
+            CHECK_STR_CONTAINS(err.msg, "features");
+            donto_graph_free(&g2);
+            unlink(path);
+        } else {
+            CHECK(memcmp(ref, p, sizeof(float) * np) == 0, "training with %d threads differs from 1 thread", threads);
+        }
+        donto_sheaf_model_free(m);
+    }
+    free(ref);
+    donto_graph_free(&g);
+}
+
+static void test_bad_input(void) {
+    donto_err err = {{0}};
+    donto_graph g;
+    int src[2] = {0, 5}, dst[2] = {1, 1};
+    float x[4] = {1, 2, 3, 4};
+    CHECK(donto_graph_from_arrays(&g, 4, 1, x, NULL, 2, 2, src, dst, &err) == -1, "edge outside the graph must fail");
+    CHECK_STR_CONTAINS(err.msg, "outside");
+    CHECK(donto_graph_random(&g, 20, 3, 2, 30, 1, &err) == 0, "%s", err.msg);
+    donto_sheaf_hp hp;
+    donto_sheaf_hp_default(&hp);
+    hp.d = 0;
+    CHECK(donto_sheaf_model_new(&hp, &g, &err) == NULL, "d = 0 must fail");
+    hp.d = 2, hp.dropout = 1.5f;
+    CHECK(donto_sheaf_model_new(&hp, &g, &err) == NULL, "dropout 1.5 must fail");
+    donto_graph_free(&g);
+}
+
+int main(void) {
+    test_fd();
+    test_geom_gcn();
+    test_checkpoint_and_determinism();
+    test_bad_input();
+    return check_report("test_sheaf");
+}
