@@ -208,7 +208,9 @@ def check_page(url, base, tok_a, tok_w, out_dir, timeout_ms):
                 check(r["name"] == r["w"], "contributor name shown as %r" % r["name"])
                 check(r["total"] == c["total"] and r["rejected"] == c["rejected"] and r["seen"] == c["last_seen_ms"],
                       "contributor %r: page %r, stats %r" % (r["w"], r, c))
-                check(abs(r["rate"] - c["items_per_minute"]) < 1e-3 and c["items_per_minute"] > 0,
+                # The rate is count / elapsed span, so it drifts down between the
+                # page's last refresh and this fetch (a few s of a 5-6 min span).
+                check(c["items_per_minute"] > 0 and abs(r["rate"] - c["items_per_minute"]) <= 0.02 * c["items_per_minute"],
                       "contributor %r items/min: page %r, stats %r" % (r["w"], r["rate"], c["items_per_minute"]))
             check(want[W1]["total"] == 3 and want[W1]["rejected"] == 1 and want[W2]["total"] == 1,
                   "stats contributors: %r" % stats["contributors"])
