@@ -157,8 +157,7 @@ typedef struct donto_store_ops {
     /* Lease up to n ready items (target < 0: any), ready = never leased,
      * released, or lease expired (lease_expires <= now_ms); they expire at
      * now_ms + ttl_ms. Each item is leased to at most one worker at a time;
-     * every leased item gets a new lease_id, unique and larger than any of
-     * an earlier call (at most 2^20 items per call on PostgreSQL). An
+     * every leased item gets a new lease_id, larger than any before it. An
      * empty batch (out->n == 0) means nothing is ready. */
     int (*lease)(donto_store *s, const char *worker_id, int n, int target, int64_t now_ms,
                  int64_t ttl_ms, donto_lease_batch *out, donto_err *err);

@@ -31,19 +31,12 @@ enum {
     Q_MIG_HAS, Q_MIG_ADD, Q_VEC_MARK, Q_VEC_PAGE, Q_N
 };
 
-/* Lease ids: one sequence value per call (nextval per row was a fifth of
- * the statement's cost), times 2^20, plus the row's number in the batch:
- * unique per item (an item queued for two models is told apart by its
- * lease_id) and larger than every id of any earlier call. n <= 2^20. */
-#define LEASE_ROWS_MAX (1 << 20)
-#define LEASE_HEAD "WITH c0 AS (SELECT target, item_id, model FROM queue WHERE lease_expires <= $1 "
-#define LEASE_TAIL                                                                                \
-    "ORDER BY lease_expires LIMIT $2 FOR UPDATE SKIP LOCKED), "                                   \
-    "c AS (SELECT c0.*, row_number() OVER () - 1 AS rn FROM c0), "                                \
-    "s AS (SELECT nextval('lease_seq') * 1048576 AS base) "                                      \
-    "UPDATE queue q SET lease_owner = $3, lease_id = s.base + c.rn, lease_expires = $4, "         \
-    "attempts = q.attempts + 1 FROM c, s "                                                        \
-    "WHERE q.target = c.target AND q.item_id = c.item_id AND q.model = c.model "                  \
+#define LEASE_HEAD "WITH c AS (SELECT target, item_id, model FROM queue WHERE lease_expires <= $1 "
+#define LEASE_TAIL                                                                               \
+    "ORDER BY lease_expires LIMIT $2 FOR UPDATE SKIP LOCKED) "                                   \
+    "UPDATE queue q SET lease_owner = $3, lease_id = nextval('lease_seq'), lease_expires = $4, " \
+    "attempts = q.attempts + 1 FROM c "                                                          \
+    "WHERE q.target = c.target AND q.item_id = c.item_id AND q.model = c.model "                 \
     "RETURNING q.target, q.item_id, q.model, q.text, q.lease_id"
 
 static const struct {
@@ -456,7 +449,6 @@ static int pg_lease(donto_store *b, const char *worker_id, int n, int target, in
     out->items = NULL;
     out->n = 0;
     if (n <= 0) return 0;
-    if (n > LEASE_ROWS_MAX) n = LEASE_ROWS_MAX;
     if (pg_ready(s, err)) return -1;
     pgp p = {0};
     p_i64(&p, now_ms);
