@@ -90,7 +90,7 @@ static void serve_usage(FILE *f) {
             "  -h, --help          this help\n");
 }
 
-static int serve_until_signal(const donto_coord_config *cfg, long long drain);
+static int serve_until_signal(const donto_coord_config *cfg, const sigset_t *stop, long long drain);
 
 int donto_serve_cmd(int argc, char **argv) {
     static const struct option lo[] = {{"db", required_argument, 0, 'd'},
@@ -213,8 +213,10 @@ static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
     donto_encoder *enc = NULL;
     donto_recall *rec = NULL;
     char *rname = NULL, *rprefix = NULL;
-    /* Stop signals blocked before the encoder can start any thread (its
-     * OpenMP team), for the same reason as below. */
+    /* Block the stop signals before any thread exists (the encoder's OpenMP
+     * team, MHD's threads), so every thread inherits the mask and the
+     * signals are taken by sigwait in serve_until_signal: no async signal
+     * handler, nothing to make async-signal-safe. */
     sigset_t stop, old;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
@@ -235,7 +237,7 @@ static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
         cfg.recall_model = rname;
         DLOG_INFO("coord: recall embeds queries with %s, searches %s vectors", model_dir, rname);
     }
-    int rc = serve_until_signal(&cfg, drain);
+    int rc = serve_until_signal(&cfg, &stop, drain);
     donto_recall_close(rec);
     donto_encoder_close(enc);
     free(rname), free(rprefix);
@@ -243,29 +245,20 @@ static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
     return rc;
 }
 
-/* Start, wait for SIGTERM/SIGINT, drain, stop. */
-static int serve_until_signal(const donto_coord_config *cfg, long long drain) {
+/* Start, wait for one of the stop signals (already blocked by the caller),
+ * drain, stop. */
+static int serve_until_signal(const donto_coord_config *cfg, const sigset_t *stop, long long drain) {
     donto_err err = {{0}};
-    /* Block the stop signals before any thread exists, so MHD's threads
-     * inherit the mask and the signals are taken here by sigwait: no async
-     * signal handler, nothing to make async-signal-safe. */
-    sigset_t stop, old;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, &old);
     signal(SIGPIPE, SIG_IGN);
     donto_coord *c;
     if (donto_coord_start(cfg, &c, &err)) {
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
         fprintf(stderr, "donto-embed serve: %s\n", err.msg);
         return 1;
     }
     int sig = 0;
-    if (sigwait(&stop, &sig) != 0) DLOG_ERROR("coord: sigwait failed; stopping");
+    if (sigwait(stop, &sig) != 0) DLOG_ERROR("coord: sigwait failed; stopping");
     DLOG_INFO("coord: %s received, draining (up to %lld s)", sig == SIGINT ? "SIGINT" : "SIGTERM", drain);
     donto_coord_stop(c, (double)drain);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 0;
 }
 
