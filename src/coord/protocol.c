@@ -436,21 +436,19 @@ static char *rewrite_nonfinite(const char *s, size_t len, size_t *olen, int *oom
                 return NULL;
             }
         }
-        int instr = 0, esc = 0;
         for (size_t i = 0; i < len; i++) {
             char c = s[i];
             size_t w = 0;
-            if (instr) {
-                if (esc) esc = 0;
-                else if (c == '\\') esc = 1;
-                else if (c == '"') instr = 0;
-            } else if (c == '"') {
-                instr = 1;
-            } else if (c == 'N' && len - i >= 3 && !memcmp(s + i, "NaN", 3)) {
-                w = 3;
-            } else if (c == 'I' && len - i >= 8 && !memcmp(s + i, "Infinity", 8)) {
-                w = 8;
+            if (c == '"') { /* a whole string, copied as it is */
+                int esc;
+                size_t e = string_end(s, i, len, &esc);
+                size_t n = (e < len ? e + 1 : len) - i;
+                if (pass == 1) memcpy(o + k, s + i, n), k += n;
+                i += n - 1;
+                continue;
             }
+            if (c == 'N' && len - i >= 3 && !memcmp(s + i, "NaN", 3)) w = 3;
+            else if (c == 'I' && len - i >= 8 && !memcmp(s + i, "Infinity", 8)) w = 8;
             if (w) {
                 if (pass == 0) hits++;
                 else memcpy(o + k, "1e39", 4), k += 4;
