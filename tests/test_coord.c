@@ -25,6 +25,7 @@
 #include <openssl/evp.h>
 
 #include "check.h"
+#include "curlbuf.h"
 #include "proc.h"
 #include "coord/protocol.h"
 #include "donto/coord.h"
@@ -262,22 +263,6 @@ static const char *g_scheme = "http"; /* "https" in test_tls */
 static const char *g_cafile;          /* CA bundle for https (NULL: the system's) */
 static CURLcode g_curl_rc;            /* transport result of the last request */
 
-typedef struct {
-    char *p;
-    size_t n;
-} buf;
-
-static size_t on_data(char *d, size_t sz, size_t nm, void *u) {
-    buf *b = u;
-    size_t n = sz * nm;
-    char *q = realloc(b->p, b->n + n + 1);
-    if (!q) return 0;
-    memcpy(q + b->n, d, n);
-    b->p = q;
-    b->n += n;
-    b->p[b->n] = 0;
-    return n;
-}
 
 typedef struct {
     const char *data;

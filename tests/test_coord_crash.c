@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "curlbuf.h"
 #include "proc.h"
 #include "coord/protocol.h"
 #include "donto/store.h"
@@ -121,22 +122,6 @@ static int serve_start(void) {
 
 /* ---- HTTP (one keep-alive handle per process) -------------------------- */
 
-typedef struct {
-    char *p;
-    size_t n;
-} buf;
-
-static size_t on_data(char *d, size_t sz, size_t nm, void *u) {
-    buf *b = u;
-    size_t n = sz * nm;
-    char *q = realloc(b->p, b->n + n + 1);
-    if (!q) return 0;
-    memcpy(q + b->n, d, n);
-    b->p = q;
-    b->n += n;
-    b->p[b->n] = 0;
-    return n;
-}
 
 static CURL *g_curl;
 

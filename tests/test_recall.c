@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "curlbuf.h"
 #include "donto/coord.h"
 #include "donto/encoder.h"
 #include "donto/recall.h"
@@ -213,18 +214,6 @@ static void test_cli(void) {
 
 static int g_port;
 
-typedef struct {
-    char *p;
-    size_t n;
-} buf;
-static size_t on_data(char *d, size_t sz, size_t nm, void *u) {
-    buf *b = u;
-    b->p = realloc(b->p, b->n + sz * nm + 1);
-    memcpy(b->p + b->n, d, sz * nm);
-    b->n += sz * nm;
-    b->p[b->n] = 0;
-    return sz * nm;
-}
 
 static long get(const char *path, const char *token, json_t **out) {
     CURL *c = curl_easy_init();
