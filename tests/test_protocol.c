@@ -577,6 +577,73 @@ static void test_b64(void) {
     free(b);
 }
 
+/* The lease answer is written without jansson (protocol.c says why); it must
+ * be byte for byte what json_dumps writes for the same tree, with invalid
+ * UTF-8 bytes (>= 0x80) turned into '?' as before. */
+static char *lease_via_jansson(const donto_leased_item *it, size_t n) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const char *f[3] = {it[i].item_id, it[i].model, it[i].text};
+        json_t *v[3];
+        for (int k = 0; k < 3; k++) {
+            v[k] = json_string(f[k]);
+            if (!v[k]) {
+                char *c = strdup(f[k]);
+                for (char *p = c; *p; p++)
+                    if ((unsigned char)*p >= 0x80) *p = '?';
+                v[k] = json_string(c);
+                free(c);
+            }
+        }
+        json_t *o = json_object();
+        json_object_set_new(o, "target", json_string(donto_proto_target_name((int)it[i].target)));
+        json_object_set_new(o, "item_id", v[0]);
+        json_object_set_new(o, "model", v[1]);
+        json_object_set_new(o, "text", v[2]);
+        json_object_set_new(o, "lease_id", json_integer((json_int_t)it[i].lease_id));
+        json_array_append_new(arr, o);
+    }
+    json_t *root = json_object();
+    json_object_set_new(root, "batch", arr);
+    char *s = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return s;
+}
+
+static void test_lease_writer(void) {
+    static const char *texts[] = {
+        "", "plain", "quote \" and backslash \\ and slash /", "\b\f\n\r\t", "\x01\x02\x1f\x7f",
+        "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xe4\xb8\xad",          /* valid 2, 3, 4 bytes */
+        "lone \x80", "cut \xc3", "cut3 \xe2\x82", "overlong \xc0\xaf", "overlong3 \xe0\x80\xaf",
+        "surrogate \xed\xa0\x80", "max \xf4\x8f\xbf\xbf", "above \xf4\x90\x80\x80", "f5 \xf5\x80\x80\x80",
+        "overlong4 \xf0\x80\x80\x80", "mixed ok \xc3\xa9 bad \xff \"q\" \n end",
+        "\xef\xbb\xbf BOM and U+2028 \xe2\x80\xa8 kept",
+    };
+    size_t nt = sizeof texts / sizeof texts[0];
+    donto_leased_item *it = calloc(nt * nt, sizeof *it);
+    size_t n = 0;
+    for (size_t a = 0; a < nt; a++)
+        for (size_t c = 0; c < nt; c += 3) {
+            it[n] = (donto_leased_item){(donto_target)(n % (DONTO_TARGET_N + 1)), (char *)texts[(a + c) % nt],
+                                        (char *)texts[a], (char *)texts[c],
+                                        n % 2 ? (int64_t)n * 1000003 : INT64_MAX - (int64_t)n};
+            n++;
+        }
+    for (size_t k = 0; k <= n; k += n) { /* each item alone, then the whole batch */
+        for (size_t i = 0; i < (k ? 1 : n); i++) {
+            const donto_leased_item *sub = k ? it : it + i;
+            size_t m = k ? n : 1;
+            donto_lease_batch b = {(donto_leased_item *)sub, m};
+            char *got = donto_proto_lease_response(&b), *want = lease_via_jansson(sub, m);
+            CHECK(got && want && !strcmp(got, want), "lease writer differs from jansson:\n got %s\nwant %s",
+                  got ? got : "(null)", want ? want : "(null)");
+            free(got);
+            free(want);
+        }
+    }
+    free(it);
+}
+
 static void test_responses(void) {
     donto_leased_item it[2] = {
         {DONTO_TARGET_CLAIM, "c1", "hello \"world\"", "BAAI/bge-small-en-v1.5", 11},
@@ -652,5 +719,6 @@ int main(void) {
     test_b64();
     test_b64_lift();
     test_responses();
+    test_lease_writer();
     return check_report("test_protocol");
 }
