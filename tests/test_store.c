@@ -171,6 +171,50 @@ static void test_lease(void) {
     donto_store_close(s);
 }
 
+/* A lease for any target takes the targets in order (claim, predicate,
+ * entity, memory_chunk) and fills n across them; expired leases of an
+ * earlier target come before fresh items of a later one. */
+static void test_lease_any_order(void) {
+    donto_err err;
+    donto_store *s = fresh();
+    static const struct {
+        donto_target t;
+        const char *id;
+    } in[] = {{DONTO_TARGET_MEMORY_CHUNK, "m1"}, {DONTO_TARGET_PREDICATE, "p1"}, {DONTO_TARGET_CLAIM, "c1"},
+              {DONTO_TARGET_MEMORY_CHUNK, "m2"}, {DONTO_TARGET_CLAIM, "c2"},     {DONTO_TARGET_PREDICATE, "p2"},
+              {DONTO_TARGET_CLAIM, "c3"},        {DONTO_TARGET_MEMORY_CHUNK, "m3"}};
+    size_t nin = sizeof in / sizeof in[0], added;
+    donto_enqueue_item items[8];
+    for (size_t i = 0; i < nin; i++) items[i] = E(in[i].t, in[i].id, "m");
+    CHECK(s->ops->enqueue(s, items, nin, &added, &err) == 0, "%s", err.msg);
+    donto_lease_batch a = {0}, b = {0}, c = {0};
+    CHECK(s->ops->lease(s, "w1", 4, -1, 100, 1000, &a, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(a.n, 4);
+    for (size_t i = 0; i < a.n; i++)
+        CHECK_EQ_INT(a.items[i].target, i < 3 ? DONTO_TARGET_CLAIM : DONTO_TARGET_PREDICATE);
+    CHECK(s->ops->lease(s, "w2", 100, -1, 200, 1000, &b, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(b.n, 4); /* the other predicate, then the three memory chunks */
+    for (size_t i = 0; i < b.n; i++)
+        CHECK_EQ_INT(b.items[i].target, i < 1 ? DONTO_TARGET_PREDICATE : DONTO_TARGET_MEMORY_CHUNK);
+    donto_submit_item rel = {b.items[1].target, b.items[1].item_id, b.items[1].lease_id, NULL, 0, "m"};
+    size_t released;
+    CHECK(s->ops->release(s, "w2", &rel, 1, &released, &err) == 0 && released == 1, "%s", err.msg);
+    /* At 1100 w1's leases have expired (w2's have not): its three claims and
+     * its predicate come before the memory chunk w2 released. */
+    CHECK(s->ops->lease(s, "w3", 5, -1, 1100, 1000, &c, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(c.n, 5);
+    for (size_t i = 0; i < c.n; i++)
+        CHECK_EQ_INT(c.items[i].target, i < 3   ? DONTO_TARGET_CLAIM
+                                        : i < 4 ? DONTO_TARGET_PREDICATE
+                                                : DONTO_TARGET_MEMORY_CHUNK);
+    CHECK(c.n < 5 || !strcmp(c.items[4].item_id, b.items[1].item_id), "%s: the released chunk, got %s",
+          g_backend, c.n ? c.items[c.n - 1].item_id : "-");
+    donto_lease_batch_free(&a);
+    donto_lease_batch_free(&b);
+    donto_lease_batch_free(&c);
+    donto_store_close(s);
+}
+
 static void test_expiry_and_fencing(void) {
     donto_err err;
     donto_store *s = fresh();
@@ -968,6 +1012,7 @@ static void run_suite(const char *backend, int nitems) {
     test_migrate_idempotent();
     test_enqueue_duplicates();
     test_lease();
+    test_lease_any_order();
     test_expiry_and_fencing();
     test_submit_verdicts();
     test_release();

@@ -14,8 +14,12 @@
  *
  * ready = lease_expires <= now, where never-leased and released items carry
  * lease_expires = 0: fresh and expired items are one index range, so a lease
- * walks the (target, lease_expires) or (lease_expires) index and stops after
- * n rows; an expired lease needs no reclaim transaction.
+ * walks the (target, lease_expires) index and stops after n rows; an expired
+ * lease needs no reclaim transaction. A lease for any target walks the
+ * targets in order (claim, predicate, entity, memory_chunk), one statement
+ * per target until n items are leased; it is one index, not two, because
+ * every leased row is rewritten with a new lease_expires and so costs an
+ * entry in each index on that column (migration 6 dropped the second one).
  *
  * Every statement is parameterized and prepared once per connection. */
 #include "store/store_int.h"
@@ -25,26 +29,25 @@
 #include <string.h>
 
 enum {
-    Q_LEASE_ANY, Q_LEASE_TARGET, Q_SUB_LOCK, Q_SUB_VEC, Q_MODEL_GET, Q_MODEL_ADD,
+    Q_LEASE, Q_SUB_LOCK, Q_SUB_VEC, Q_MODEL_GET, Q_MODEL_ADD,
     Q_SUB_WRITE, Q_CONTRIB, Q_MINUTE, Q_SERIES, Q_MIN_PRUNE, Q_RELEASE, Q_REPORT, Q_STATS_VEC, Q_STATS_QUEUE,
     Q_SINCE, Q_CONTRIB_LIST, Q_REPORTS, Q_TOK_ADD, Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST,
     Q_MIG_HAS, Q_MIG_ADD, Q_VEC_MARK, Q_VEC_PAGE, Q_N
 };
 
-#define LEASE_HEAD "WITH c AS (SELECT target, item_id, model FROM queue WHERE lease_expires <= $1 "
-#define LEASE_TAIL                                                                               \
-    "ORDER BY lease_expires LIMIT $2 FOR UPDATE SKIP LOCKED) "                                   \
-    "UPDATE queue q SET lease_owner = $3, lease_id = nextval('lease_seq'), lease_expires = $4, " \
-    "attempts = q.attempts + 1 FROM c "                                                          \
-    "WHERE q.target = c.target AND q.item_id = c.item_id AND q.model = c.model "                 \
+#define LEASE_SQL                                                                                  \
+    "WITH c AS (SELECT target, item_id, model FROM queue WHERE target = $5 AND lease_expires <= $1 " \
+    "ORDER BY lease_expires LIMIT $2 FOR UPDATE SKIP LOCKED) "                                     \
+    "UPDATE queue q SET lease_owner = $3, lease_id = nextval('lease_seq'), lease_expires = $4, "   \
+    "attempts = q.attempts + 1 FROM c "                                                            \
+    "WHERE q.target = c.target AND q.item_id = c.item_id AND q.model = c.model "                   \
     "RETURNING q.target, q.item_id, q.model, q.text, q.lease_id"
 
 static const struct {
     const char *sql;
     int nparams;
 } SQL[Q_N] = {
-    [Q_LEASE_ANY] = {LEASE_HEAD LEASE_TAIL, 4},
-    [Q_LEASE_TARGET] = {LEASE_HEAD "AND target = $5 " LEASE_TAIL, 5},
+    [Q_LEASE] = {LEASE_SQL, 5},
     /* Every queue row of a submit batch, locked in key order: a submit and a
      * lease (or another submit) of the same row are serialized, the verdict
      * is taken on the row as it is now, and two submits cannot deadlock. */
@@ -162,6 +165,9 @@ static const struct {
     /* The substrate (src/substrate/, docs/substrate.md): donto's tables. A
      * gap before 10 leaves numbers for queue migrations of other branches.
      * Live = upper_inf(tx_time); retraction closes the range. */
+    /* Every lease rewrites lease_expires, so each index on it costs one
+     * entry per leased row: leases walk (target, lease_expires) only. */
+    {6, "one ready index", "DROP INDEX IF EXISTS queue_ready;"},
     {10, "substrate",
      "CREATE TABLE donto_statement (statement_id UUID PRIMARY KEY, subject TEXT NOT NULL,"
      " predicate TEXT NOT NULL, object_iri TEXT, object_lit JSONB,"
@@ -443,6 +449,35 @@ fail:
     return pg_abort(s);
 }
 
+/* Lease up to n items of one target into out (appending); one statement,
+ * so one short transaction. Returns the rows leased, or -1. */
+static int pg_lease_target(pg_store *s, const char *worker_id, int n, int target, int64_t now_ms,
+                           int64_t ttl_ms, donto_lease_batch *out, donto_err *err) {
+    pgp p = {0};
+    p_i64(&p, now_ms);
+    p_i64(&p, n);
+    p_text(&p, worker_id);
+    p_i64(&p, now_ms + ttl_ms);
+    p_i64(&p, target);
+    PGresult *r = pg_q(s, Q_LEASE, &p, "lease", err);
+    if (!r) return -1;
+    int rows = PQntuples(r);
+    if (rows > 0) {
+        out->items = donto_xrealloc(out->items, (out->n + (size_t)rows) * sizeof *out->items);
+        for (int i = 0; i < rows; i++) {
+            donto_leased_item *it = &out->items[out->n + (size_t)i];
+            it->target = (donto_target)i64(r, i, 0);
+            it->item_id = sdup(r, i, 1);
+            it->model = sdup(r, i, 2);
+            it->text = sdup(r, i, 3);
+            it->lease_id = i64(r, i, 4);
+        }
+        out->n += (size_t)rows;
+    }
+    PQclear(r);
+    return rows;
+}
+
 static int pg_lease(donto_store *b, const char *worker_id, int n, int target, int64_t now_ms,
                     int64_t ttl_ms, donto_lease_batch *out, donto_err *err) {
     pg_store *s = (pg_store *)b;
@@ -450,29 +485,15 @@ static int pg_lease(donto_store *b, const char *worker_id, int n, int target, in
     out->n = 0;
     if (n <= 0) return 0;
     if (pg_ready(s, err)) return -1;
-    pgp p = {0};
-    p_i64(&p, now_ms);
-    p_i64(&p, n);
-    p_text(&p, worker_id);
-    p_i64(&p, now_ms + ttl_ms);
-    if (target >= 0) p_i64(&p, target);
-    /* Autocommit: the statement is its own short transaction. */
-    PGresult *r = pg_q(s, target >= 0 ? Q_LEASE_TARGET : Q_LEASE_ANY, &p, "lease", err);
-    if (!r) return -1;
-    int rows = PQntuples(r);
-    if (rows > 0) {
-        out->items = donto_xcalloc((size_t)rows, sizeof *out->items);
-        for (int i = 0; i < rows; i++) {
-            donto_leased_item *it = &out->items[i];
-            it->target = (donto_target)i64(r, i, 0);
-            it->item_id = sdup(r, i, 1);
-            it->model = sdup(r, i, 2);
-            it->text = sdup(r, i, 3);
-            it->lease_id = i64(r, i, 4);
+    int first = target >= 0 ? target : 0, last = target >= 0 ? target : DONTO_TARGET_N - 1;
+    for (int t = first; t <= last && out->n < (size_t)n; t++) {
+        if (pg_lease_target(s, worker_id, n - (int)out->n, t, now_ms, ttl_ms, out, err) < 0) {
+            /* Rows an earlier target's statement leased are committed: hand
+             * them out rather than strand them until their lease expires. */
+            if (out->n > 0) return 0;
+            return -1;
         }
-        out->n = (size_t)rows;
     }
-    PQclear(r);
     return 0;
 }
 
