@@ -317,7 +317,7 @@ static int queue_put_conn(PGconn *c, donto_target t, const char *model, const ch
              "SELECT $1::smallint, item_id, $2, text FROM sub_tmp_q u "
              "WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.target = "
              "$1::smallint AND v.item_id = u.item_id AND v.model = $2) %s"
-             "ON CONFLICT DO NOTHING",
+             "ORDER BY item_id ON CONFLICT DO NOTHING",
              LIVE[t]);
     const char *pv[2] = {tnum, model};
     PGresult *r = PQexecParams(c, sql, 2, NULL, pv, NULL, NULL, 0);
