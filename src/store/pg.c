@@ -171,12 +171,12 @@ static const struct {
     /* Recall reads a target+model's vectors in (created, item_id) order, in
      * pages, and counts those past a high-water mark. */
     {5, "recall index", "CREATE INDEX vectors_recall ON vectors (target, model, created, item_id);"},
-    /* The substrate (src/substrate/, docs/substrate.md): donto's tables. A
-     * gap before 10 leaves numbers for queue migrations of other branches.
-     * Live = upper_inf(tx_time); retraction closes the range. */
     /* Every lease rewrites lease_expires, so each index on it costs one
      * entry per leased row: leases walk (target, lease_expires) only. */
     {6, "one ready index", "DROP INDEX IF EXISTS queue_ready;"},
+    /* The substrate (src/substrate/, docs/substrate.md): donto's tables. A
+     * gap before 10 leaves numbers for queue migrations of other branches.
+     * Live = upper_inf(tx_time); retraction closes the range. */
     {10, "substrate",
      "CREATE TABLE donto_statement (statement_id UUID PRIMARY KEY, subject TEXT NOT NULL,"
      " predicate TEXT NOT NULL, object_iri TEXT, object_lit JSONB,"

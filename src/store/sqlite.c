@@ -126,10 +126,11 @@ static const struct {
      * pages, and counts those past a high-water mark. */
     {5, "recall index",
      "CREATE INDEX vectors_recall ON vectors (target, model, created, item_id);"},
+    /* Leases walk (target, lease_expires) only (pg.c says why). */
+    {6, "one ready index", "DROP INDEX IF EXISTS queue_ready;"},
     /* The substrate (src/substrate/, docs/substrate.md): donto's tables. A
      * gap before 10 leaves numbers for queue migrations of other branches.
      * tx_time is two columns here (Unix ms; tx_until NULL = open = live). */
-    {6, "one ready index", "DROP INDEX IF EXISTS queue_ready;"},
     {10, "substrate",
      "CREATE TABLE donto_statement (statement_id TEXT PRIMARY KEY, subject TEXT NOT NULL,"
      " predicate TEXT NOT NULL, object_iri TEXT, object_lit TEXT,"
