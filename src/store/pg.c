@@ -124,7 +124,7 @@ static const struct {
     [Q_TOK_LIST] = {"SELECT name, role, created, revoked FROM tokens ORDER BY name", 0},
     [Q_MIG_HAS] = {"SELECT 1 FROM schema_migrations WHERE version = $1", 1},
     [Q_MIG_ADD] = {"INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", 2},
-    /* Recall: both walk the vectors_recall index (migration 4). The page is
+    /* Recall: both walk the vectors_recall index (migration 5). The page is
      * read in binary (raw bytea, no hex round trip). */
     [Q_VEC_MARK] = {"SELECT count(*), max(created) FROM vectors WHERE target = $1 AND model = $2 "
                     "AND created > $3",
