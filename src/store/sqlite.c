@@ -77,7 +77,7 @@ static const char *const SQL[Q_N] = {
     [Q_MIG_HAS] = "SELECT 1 FROM schema_migrations WHERE version = ?1",
     [Q_MIG_ADD] = "INSERT INTO schema_migrations (version, name, applied) "
                   "VALUES (?1, ?2, strftime('%s','now'))",
-    /* Recall: both walk the vectors_recall index (migration 4). */
+    /* Recall: both walk the vectors_recall index (migration 5). */
     [Q_VEC_MARK] = "SELECT count(*), max(created) FROM vectors WHERE target = ?1 AND model = ?2 "
                    "AND created > ?3",
     [Q_VEC_PAGE] = "SELECT item_id, created, dims, vec FROM vectors WHERE target = ?1 AND model = ?2 "
