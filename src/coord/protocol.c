@@ -6,12 +6,13 @@
 #include "coord/protocol.h"
 
 #include <float.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 /* ---- tables -------------------------------------------------------------- */
 
@@ -777,32 +778,15 @@ static void jw_put(jw *w, const char *s, size_t n) {
 
 static void jw_lit(jw *w, const char *s) { jw_put(w, s, strlen(s)); }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when it is not one:
- * the rules jansson applies to json_string (no overlong forms, no UTF-16
- * surrogates, nothing above U+10FFFF). */
-static size_t utf8_seq(const unsigned char *s) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    if (c < 0xC2) return 0;
-    if (c < 0xE0) return (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c < 0xF0) {
-        if ((s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
-        if (c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
-        return 3;
-    }
-    if (c > 0xF4) return 0;
-    if ((s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
-    if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
-    if (c == 0xF4 && s[1] >= 0x90) return 0; /* above U+10FFFF */
-    return 4;
-}
-
+/* The UTF-8 jansson accepts in json_string: utf8proc (already linked for
+ * the tokenizer) rejects the same overlong forms, UTF-16 surrogates and
+ * code points above U+10FFFF. */
 static int utf8_valid(const char *s) {
-    const unsigned char *u = (const unsigned char *)s;
+    const utf8proc_uint8_t *u = (const utf8proc_uint8_t *)s;
+    utf8proc_int32_t cp;
     while (*u) {
-        size_t k = utf8_seq(u); /* a NUL continuation byte fails the mask test */
-        if (!k) return 0;
+        utf8proc_ssize_t k = utf8proc_iterate(u, -1, &cp);
+        if (k <= 0) return 0;
         u += k;
     }
     return 1;
