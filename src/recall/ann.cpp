@@ -148,13 +148,12 @@ size_t default_nprobe(size_t nlist) {
 void apply_search(faiss::Index *idx, const donto_ann_opts *o) {
     if (o && o->search && *o->search) {
         faiss::ParameterSpace().set_index_parameters(idx, o->search);
-        if (auto *ivf = faiss::ivflib::try_extract_index_ivf(idx)) ivf->parallel_mode = 1;  // see donto_ann_search
     } else if (auto *h = dynamic_cast<faiss::IndexHNSW *>(idx)) {
         h->hnsw.efSearch = DONTO_ANN_HNSW_EF_SEARCH;
     } else if (auto *ivf = faiss::ivflib::try_extract_index_ivf(idx)) {
         ivf->nprobe = default_nprobe(ivf->nlist);
-        ivf->parallel_mode = 1;  // see donto_ann_search
     }
+    if (auto *ivf = faiss::ivflib::try_extract_index_ivf(idx)) ivf->parallel_mode = 1;  // see donto_ann_search
 }
 
 // "auto": IVF-Flat with about 4 sqrt(n) lists (a power of two), but never
