@@ -246,10 +246,8 @@ int donto_ann_search(const donto_ann *a, const float *q, size_t nq, size_t k, fl
         // query, the usual recall call, uses every core (p50 2.66 -> 1.80 ms,
         // IVF2048 at 300k vectors on 2 cores); FAISS's default splits only
         // the queries, and one query ran on one thread.
-        with_threads(0, [&] {
-            a->idx->search(static_cast<faiss::Index::idx_t>(nq), q, static_cast<faiss::Index::idx_t>(k), scores,
-                           reinterpret_cast<faiss::Index::idx_t *>(labels));
-        });
+        a->idx->search(static_cast<faiss::Index::idx_t>(nq), q, static_cast<faiss::Index::idx_t>(k), scores,
+                       reinterpret_cast<faiss::Index::idx_t *>(labels));
         // FAISS marks empty slots with label -1 and an arbitrary score.
         for (size_t i = 0; i < nq * k; i++)
             if (labels[i] < 0) scores[i] = -INFINITY;
