@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "donto/sheaf.h"
+#include "sheaf/sheaf_int.h"
 
 static double loss_at(donto_sheaf_model *m, const donto_graph *g, int training) {
     return donto_sheaf_forward(m, g, training, 7, g->train, NULL);
@@ -241,8 +242,53 @@ static void test_bad_input(void) {
     donto_graph_free(&g);
 }
 
+/* The fixed stalk dims are the NSD reference code's (LaplacianBuilder.get_fixed_maps): add_lp
+ * is the normalised signless Laplacian (+1/sqrt((deg_u+1)(deg_v+1)) off the diagonal), add_hp
+ * the ordinary one (-1/sqrt(..)); deg/(deg+1) on the diagonal for both. The parity tests cannot
+ * catch a flip (tests/ref/sheaf_ref.py is ours); the reference's chameleon configuration
+ * (add_lp) scores ~1.3 points lower with the signs the other way round. */
+static void test_fixed_dims(void) {
+    donto_err err = {0};
+    /* path 0 - 1 - 2: degrees 1, 2, 1 */
+    float x[3 * 2] = {1, 0, 0, 1, 1, 1};
+    int y[3] = {0, 1, 0}, src[2] = {0, 1}, dst[2] = {1, 2};
+    donto_graph g;
+    CHECK(donto_graph_from_arrays(&g, 3, 2, x, y, 2, 2, src, dst, &err) == 0, "graph: %s", err.msg);
+    int fams[3] = {DONTO_SHEAF_DIAG, DONTO_SHEAF_ORTH, DONTO_SHEAF_GENERAL};
+    for (int fi = 0; fi < 3; fi++) {
+        donto_sheaf_hp hp;
+        donto_sheaf_hp_default(&hp);
+        hp.family = fams[fi], hp.d = 2, hp.layers = 1, hp.hidden = 2, hp.add_lp = hp.add_hp = 1;
+        donto_sheaf_model *m = donto_sheaf_model_new(&hp, &g, &err);
+        CHECK(m != NULL, "model: %s", err.msg);
+        if (!m) continue;
+        donto_sheaf_forward(m, &g, 0, 1, NULL, NULL);
+        const sheaf_layer_act *a = &m->la[0];
+        int dp = m->dp, dense = m->dense;
+        size_t bs = dense ? (size_t)dp * dp : (size_t)dp;
+        int stride = dense ? dp + 1 : 1, lp = m->d, hpd = m->d + 1;
+        for (int k = 0; k < m->ne; k++) {
+            int u = m->eu[k], v = m->ev[k];
+            double du = u == 1 ? 2 : 1, dv = v == 1 ? 2 : 1, want = 1.0 / sqrt((du + 1) * (dv + 1));
+            float olp = a->Lo[k * bs + (size_t)lp * stride], ohp = a->Lo[k * bs + (size_t)hpd * stride];
+            CHECK(fabs(olp - want) < 1e-6, "%s edge %d-%d: add_lp off-diagonal %g, want +%g",
+                  donto_sheaf_family_name(hp.family), u, v, olp, want);
+            CHECK(fabs(ohp + want) < 1e-6, "%s edge %d-%d: add_hp off-diagonal %g, want -%g",
+                  donto_sheaf_family_name(hp.family), u, v, ohp, want);
+        }
+        for (int v = 0; v < 3; v++) {
+            double dv = v == 1 ? 2 : 1;
+            CHECK(fabs(a->Ld[v * bs + (size_t)lp * stride] - dv / (dv + 1)) < 1e-6, "add_lp diagonal");
+            CHECK(fabs(a->Ld[v * bs + (size_t)hpd * stride] - dv / (dv + 1)) < 1e-6, "add_hp diagonal");
+        }
+        donto_sheaf_model_free(m);
+    }
+    donto_graph_free(&g);
+}
+
 int main(void) {
     test_fd();
+    test_fixed_dims();
     test_geom_gcn();
     test_checkpoint_and_determinism();
     test_bad_input();

@@ -81,7 +81,7 @@ typedef struct donto_sheaf_hp {
     int d;             /* stalk dim (>= 1) */
     int layers;        /* diffusion layers (GCN: conv layers) */
     int hidden;        /* C channels per stalk dim (GCN: hidden width) */
-    int add_lp, add_hp;
+    int add_lp, add_hp; /* fixed dims as in the reference: add_lp D + A, add_hp D - A */
     int left_weights, right_weights;
     int edge_weights;  /* ORTH only */
     int second_linear;

@@ -718,7 +718,15 @@ static void learner_backward(donto_sheaf_model *m, sheaf_layer_act *a, const flo
 /* ------------------------------------------------------------------ */
 /* Laplacian builders                                                   */
 
-/* fixed low/high-pass dims of the blocks (same for every family) */
+/* The fixed extra stalk dims of the blocks (same for every family), as the
+ * NSD reference code builds them (LaplacianBuilder.get_fixed_maps): the
+ * diagonal is deg/(deg+1) for both; off the diagonal add_lp puts
+ * +1/sqrt((deg_u+1)(deg_v+1)) (the normalised signless Laplacian D + A) and
+ * add_hp -1/sqrt(..) (the ordinary D - A). The flags' names say the opposite
+ * of what they do (the reference's own --help calls add_lp the high-pass
+ * filter); they keep the reference's names and behaviour so its published
+ * configurations mean the same here. With the ordinary Laplacian under
+ * add_lp, chameleon Diag-NSD lost 1.3 points (BENCHMARKS.md). */
 static void lap_fixed(donto_sheaf_model *m, sheaf_layer_act *a) {
     int d = m->d, dp = m->dp;
     if (dp == d) return;
@@ -734,8 +742,8 @@ static void lap_fixed(donto_sheaf_model *m, sheaf_layer_act *a) {
     for (int k = 0; k < m->ne; k++) {
         float *b = a->Lo + k * bs;
         int j = d;
-        if (lp) b[j * stride] = -m->fix_off[k], j++;
-        if (hp) b[j * stride] = m->fix_off[k];
+        if (lp) b[j * stride] = m->fix_off[k], j++;
+        if (hp) b[j * stride] = -m->fix_off[k];
     }
 }
 

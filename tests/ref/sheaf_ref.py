@@ -133,13 +133,15 @@ class SheafModel(torch.nn.Module):
             Ld[:, :d, :d] = S @ D @ S
             Lo[:, :d, :d] = -S[eu] @ (Fm[0::2].transpose(1, 2) @ Fm[1::2]) @ S[ev]
         j = d
+        # The reference code's fixed dims: add_lp is D + A, add_hp is D - A (normalised; the
+        # names are the reference's, whose parser help calls add_lp the high-pass filter).
         if self.hp["add_lp"]:
             Ld[:, j, j] = self.fix_diag
-            Lo[:, j, j] = -self.fix_off
+            Lo[:, j, j] = self.fix_off
             j += 1
         if self.hp["add_hp"]:
             Ld[:, j, j] = self.fix_diag
-            Lo[:, j, j] = self.fix_off
+            Lo[:, j, j] = -self.fix_off
         return Ld, Lo
 
     def sparse_apply(self, Ld, Lo, Y):
