@@ -609,6 +609,61 @@ static void test_enqueue_batches(void) {
     donto_store_close(s);
 }
 
+/* PostgreSQL: enqueue's writers insert without ON CONFLICT (the cursor left
+ * out what was queued in its snapshot). Items queued by someone else after
+ * that snapshot make a batch fail with unique_violation; the batch must go
+ * again with ON CONFLICT DO NOTHING. Here the first progress report (after
+ * the first committed batch) queues every claim through another connection,
+ * so every later batch conflicts, deterministically. */
+typedef struct {
+    PGconn *c;
+    int calls;
+    long queued_by_other;
+} race_ctx;
+
+static void queue_everything(void *ctx, const char *what, size_t done, size_t total) {
+    (void)what, (void)done, (void)total;
+    race_ctx *rc = ctx;
+    if (rc->calls++) return;
+    PGresult *r = PQexec(rc->c, "INSERT INTO queue (target, item_id, model, text) SELECT 0, statement_id::text, "
+                                "'m', 'queued meanwhile' FROM donto_statement ON CONFLICT DO NOTHING");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK, "queue meanwhile: %s", PQerrorMessage(rc->c));
+    rc->queued_by_other = atol(PQcmdTuples(r));
+    PQclear(r);
+}
+
+static void test_enqueue_conflict(void) {
+    if (strcmp(g_backend, "pg") != 0) return; /* SQLite has one writer and no cursor */
+    donto_err err = {{0}};
+    donto_store *s = fresh();
+    size_t n = 2000, cap = n * 90 + 1, len = 0;
+    char *buf = malloc(cap);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "<http://ex.org/s%zu> <http://ex.org/p> <http://ex.org/o%zu> .\n", i, i % 7);
+    donto_load_stats st;
+    CHECK(load(s, "race.nq", buf, DONTO_FORMAT_NQUADS, &st, &err) == 0, "%s", err.msg);
+    free(buf);
+    race_ctx rc = {.c = PQconnectdb(g_pg_url)};
+    CHECK(PQstatus(rc.c) == CONNECTION_OK, "connect: %s", PQerrorMessage(rc.c));
+    size_t added = 0;
+    int r = donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, 50, queue_everything, &rc, &added, &err);
+    CHECK(r == 0, "enqueue with conflicting batches failed: %s", err.msg);
+    CHECK(rc.calls >= 1 && rc.queued_by_other > 0 && rc.queued_by_other < (long)n,
+          "the race did not happen (%d reports, %ld queued by the other connection)", rc.calls, rc.queued_by_other);
+    /* each claim queued once, by one of the two */
+    CHECK_EQ_INT(added + (size_t)rc.queued_by_other, n);
+    CHECK_EQ_INT(pending(s, DONTO_TARGET_CLAIM), n);
+    PGresult *q = PQexec(rc.c, "SELECT count(*) FROM queue WHERE text <> 'queued meanwhile'");
+    CHECK(PQresultStatus(q) == PGRES_TUPLES_OK && atol(PQgetvalue(q, 0, 0)) == (long)added,
+          "rows enqueue says it added: %zu, rows with its text: %s", added,
+          PQresultStatus(q) == PGRES_TUPLES_OK ? PQgetvalue(q, 0, 0) : "?");
+    PQclear(q);
+    PQfinish(rc.c);
+    CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, 50, NULL, NULL, &added, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(added, 0);
+    donto_store_close(s);
+}
+
 static void run_suite(const char *backend) {
     g_backend = backend;
     int before = check_failures;
@@ -619,7 +674,8 @@ static void run_suite(const char *backend) {
                  {"jsonl_enqueue_retract", test_jsonl_enqueue_retract},
                  {"jsonl_errors", test_jsonl_errors},
                  {"wordnet", test_wordnet},
-                 {"enqueue_batches", test_enqueue_batches}};
+                 {"enqueue_batches", test_enqueue_batches},
+                 {"enqueue_conflict", test_enqueue_conflict}};
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         double t0 = donto_now();
         CASES[i].fn();

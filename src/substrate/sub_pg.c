@@ -6,6 +6,7 @@
 #include "substrate/substrate_int.h"
 
 #include <libpq-fe.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,9 +298,18 @@ static const char *const LIVE[DONTO_TARGET_N] = {
                                   "r.chunk_id = u.item_id AND NOT upper_inf(r.tx_time)) ",
 };
 
-/* COPY (id, text) rows into the staging table, then one INSERT .. SELECT. */
+/* COPY (id, text) rows into the staging table, then one INSERT .. SELECT.
+ *
+ * fresh: the rows come from enqueue's cursor, which left out everything
+ * queued in its snapshot, and the caller holds a transaction. Then the
+ * INSERT runs without ON CONFLICT: a speculative insertion costs a third
+ * of the statement (an index probe before and a confirmation after each
+ * row). A row that a concurrent enqueue or put queued since the snapshot
+ * raises unique_violation; the batch then rolls back to the savepoint and
+ * goes again with ON CONFLICT DO NOTHING, so the outcome is the same. */
 static int queue_put_conn(PGconn *c, donto_target t, const char *model, const char *const *ids,
-                          const char *const *texts, size_t n, size_t *added, donto_err *err) {
+                          const char *const *texts, size_t n, int fresh, size_t *added,
+                          donto_err *err) {
     *added = 0;
     if (n == 0) return 0;
     if (cmd(c, TMP_DDL, "staging tables", err) ||
@@ -312,16 +322,25 @@ static int queue_put_conn(PGconn *c, donto_target t, const char *model, const ch
     if (rc) return -1;
     char tnum[8], sql[1024];
     snprintf(tnum, sizeof tnum, "%d", (int)t);
-    snprintf(sql, sizeof sql,
-             "INSERT INTO queue (target, item_id, model, text) "
-             "SELECT $1::smallint, item_id, $2, text FROM sub_tmp_q u "
-             "WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.target = "
-             "$1::smallint AND v.item_id = u.item_id AND v.model = $2) %s"
-             "ORDER BY item_id ON CONFLICT DO NOTHING",
-             LIVE[t]);
     const char *pv[2] = {tnum, model};
-    PGresult *r = PQexecParams(c, sql, 2, NULL, pv, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) return fail(c, r, err, "enqueue");
+    PGresult *r = NULL;
+    for (int safe = !fresh; safe < 2; safe++) {
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO queue (target, item_id, model, text) "
+                 "SELECT $1::smallint, item_id, $2, text FROM sub_tmp_q u "
+                 "WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.target = "
+                 "$1::smallint AND v.item_id = u.item_id AND v.model = $2) %s"
+                 "ORDER BY item_id%s",
+                 LIVE[t], safe ? " ON CONFLICT DO NOTHING" : "");
+        if (!safe && cmd(c, "SAVEPOINT sub_q", "savepoint", err)) return -1;
+        r = PQexecParams(c, sql, 2, NULL, pv, NULL, NULL, 0);
+        if (PQresultStatus(r) == PGRES_COMMAND_OK) break;
+        const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        if (safe || !st || strcmp(st, "23505")) return fail(c, r, err, "enqueue");
+        PQclear(r); /* unique_violation: someone queued part of this batch meanwhile */
+        r = NULL;
+        if (cmd(c, "ROLLBACK TO SAVEPOINT sub_q", "rollback to savepoint", err)) return -1;
+    }
     *added = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
     PQclear(r);
     return cmd(c, "TRUNCATE sub_tmp_q", "truncate staging", err);
@@ -332,7 +351,7 @@ static int pg_queue_put(donto_store *s, donto_target t, const char *model, const
     PGconn *c = conn_of(s);
     *added = 0;
     if (!c) return donto_seterr(err, "postgres: no connection");
-    return queue_put_conn(c, t, model, ids, texts, n, added, err);
+    return queue_put_conn(c, t, model, ids, texts, n, 0, added, err);
 }
 
 static void quiet_notice(void *arg, const char *msg) {
@@ -367,21 +386,136 @@ static PGconn *clone_conn(PGconn *c, donto_err *err) {
     return d;
 }
 
-/* One pass, linear in the substrate: a cursor (one snapshot, hash joins, no
- * ORDER BY) on this handle's connection is read in batches; each batch is
- * rendered in C and committed through a second connection, so an
+/* ---- enqueue ---------------------------------------------------------------
+ *
+ * One pass, linear in the substrate: a cursor (one snapshot, hash joins, no
+ * ORDER BY) on this handle's connection is read in batches; writer threads,
+ * each with its own connection, render a batch in C and commit it, so an
  * interrupted run keeps every batch it committed (resumable) and a rerun
- * skips them (the cursor's anti-join and ON CONFLICT: idempotent). A keyset
- * loop (ORDER BY id LIMIT n per batch) would re-join the remainder for every
- * batch: quadratic. */
+ * skips them (the cursor's anti-join, and the fallback to ON CONFLICT:
+ * idempotent). A keyset loop (ORDER BY id LIMIT n per batch) would re-join
+ * the remainder for every batch: quadratic.
+ *
+ * Why writer threads: the server backend that inserts is the bottleneck
+ * (heap, WAL and two index entries per row, one core), while the cursor's
+ * backend and this process use a fraction of another. Two writers put the
+ * inserts on two backends. */
+
+enum { ENQ_WRITERS = 2, ENQ_SLOTS = 2 };
+
+typedef struct enq_shared {
+    pthread_mutex_t mu;
+    pthread_cond_t can_put, can_take;
+    sub_rows slot[ENQ_SLOTS]; /* fetched batches waiting for a writer */
+    int head, count;
+    int eof;                  /* the reader has put its last batch */
+    int failed;               /* a writer failed: everyone stops */
+    donto_err err;            /* the first failure */
+    donto_target t;
+    const char *model;
+    const donto_render_opts *ro;
+    donto_progress_fn progress;
+    void *ctx;
+    size_t base, added;
+} enq_shared;
+
+typedef struct enq_writer {
+    enq_shared *sh;
+    PGconn *c;
+    pthread_t th;
+    int started;
+} enq_writer;
+
+static void enq_fail(enq_shared *sh, const donto_err *e) {
+    pthread_mutex_lock(&sh->mu);
+    if (!sh->failed) sh->failed = 1, sh->err = *e;
+    pthread_cond_broadcast(&sh->can_put);
+    pthread_cond_broadcast(&sh->can_take);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* Render and commit one batch through this writer's connection. */
+static int enq_write(enq_writer *w, sub_rows *rows, size_t *got, donto_err *err) {
+    enq_shared *sh = w->sh;
+    size_t n = rows->nrows;
+    const char **ids = donto_xmalloc(n * sizeof *ids);
+    char **texts = donto_xmalloc(n * sizeof *texts);
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = sub_cell(rows, i, 0);
+        texts[i] = sub_render(sh->t, rows, i, sh->ro);
+    }
+    int rc = cmd(w->c, "BEGIN", "begin", err);
+    if (rc == 0) rc = queue_put_conn(w->c, sh->t, sh->model, ids, (const char *const *)texts, n, 1, got, err);
+    if (rc == 0) rc = cmd(w->c, "COMMIT", "commit", err);
+    if (rc && PQtransactionStatus(w->c) != PQTRANS_IDLE) PQclear(PQexec(w->c, "ROLLBACK"));
+    for (size_t i = 0; i < n; i++) free(texts[i]);
+    free(texts);
+    free(ids);
+    return rc;
+}
+
+static void *enq_writer_main(void *arg) {
+    enq_writer *w = arg;
+    enq_shared *sh = w->sh;
+    for (;;) {
+        pthread_mutex_lock(&sh->mu);
+        while (sh->count == 0 && !sh->eof && !sh->failed) pthread_cond_wait(&sh->can_take, &sh->mu);
+        if (sh->failed || sh->count == 0) { /* failed, or eof and drained */
+            pthread_mutex_unlock(&sh->mu);
+            return NULL;
+        }
+        sub_rows rows = sh->slot[sh->head];
+        sh->head = (sh->head + 1) % ENQ_SLOTS, sh->count--;
+        pthread_cond_signal(&sh->can_put);
+        pthread_mutex_unlock(&sh->mu);
+
+        donto_err err = {0};
+        size_t got = 0;
+        int rc = enq_write(w, &rows, &got, &err);
+        sub_rows_free(&rows);
+        if (rc) {
+            enq_fail(sh, &err);
+            return NULL;
+        }
+        pthread_mutex_lock(&sh->mu);
+        sh->added += got;
+        if (sh->progress) sh->progress(sh->ctx, donto_target_name(sh->t), sh->base + sh->added, 0);
+        pthread_mutex_unlock(&sh->mu);
+    }
+}
+
+/* Hand a fetched batch to the writers (blocks while both slots are full).
+ * Returns -1 when a writer has failed: the batch is dropped, not queued. */
+static int enq_hand_over(enq_shared *sh, sub_rows *rows) {
+    pthread_mutex_lock(&sh->mu);
+    while (sh->count == ENQ_SLOTS && !sh->failed) pthread_cond_wait(&sh->can_put, &sh->mu);
+    int failed = sh->failed;
+    if (!failed) {
+        sh->slot[(sh->head + sh->count) % ENQ_SLOTS] = *rows;
+        sh->count++;
+        pthread_cond_signal(&sh->can_take);
+    }
+    pthread_mutex_unlock(&sh->mu);
+    if (failed) sub_rows_free(rows);
+    return failed ? -1 : 0;
+}
+
 static int pg_enqueue(donto_store *s, donto_target t, const char *model,
                       const donto_render_opts *ro, int batch, donto_progress_fn progress,
                       void *ctx, size_t base, size_t *added, donto_err *err) {
     *added = 0;
     PGconn *a = conn_of(s);
     if (!a) return donto_seterr(err, "postgres: no connection");
-    PGconn *b = clone_conn(a, err);
-    if (!b) return -1;
+    enq_shared sh = {.t = t, .model = model, .ro = ro, .progress = progress, .ctx = ctx, .base = base};
+    pthread_mutex_init(&sh.mu, NULL);
+    pthread_cond_init(&sh.can_put, NULL);
+    pthread_cond_init(&sh.can_take, NULL);
+    enq_writer w[ENQ_WRITERS] = {{0}};
+    int rc = -1;
+    for (int i = 0; i < ENQ_WRITERS; i++) {
+        w[i].sh = &sh;
+        if (!(w[i].c = clone_conn(a, err))) goto out;
+    }
     char sql[2048], fetch[64];
     snprintf(sql, sizeof sql,
              "DECLARE sub_cur NO SCROLL CURSOR FOR %s AND NOT EXISTS (SELECT 1 FROM vectors v "
@@ -389,9 +523,8 @@ static int pg_enqueue(donto_store *s, donto_target t, const char *model,
              "(SELECT 1 FROM queue q WHERE q.target = %d AND q.item_id = %s AND q.model = $1)",
              TGT[t].sel, (int)t, TGT[t].id, (int)t, TGT[t].id);
     snprintf(fetch, sizeof fetch, "FETCH FORWARD %d FROM sub_cur", batch);
-    int rc = -1;
     /* The read side may run longer than the store's 30 s statement limit
-     * and sits idle in its transaction while the other connection writes. */
+     * and sits idle in its transaction while the writers write. */
     if (cmd(a, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "begin", err) ||
         cmd(a, "SET LOCAL statement_timeout = 0", "set timeout", err) ||
         cmd(a, "SET LOCAL idle_in_transaction_session_timeout = 0", "set timeout", err) ||
@@ -407,8 +540,14 @@ static int pg_enqueue(donto_store *s, donto_target t, const char *model,
         goto out;
     }
     PQclear(r);
-    /* The next FETCH runs on the server while this batch is written through
-     * the other connection: reading and writing overlap. */
+    for (int i = 0; i < ENQ_WRITERS; i++) {
+        if (pthread_create(&w[i].th, NULL, enq_writer_main, &w[i])) {
+            donto_seterr(err, "enqueue: cannot start a writer thread");
+            goto out;
+        }
+        w[i].started = 1;
+    }
+    /* The next FETCH runs on the server while the last batch is handed over. */
     if (!PQsendQuery(a, fetch)) {
         fail(a, NULL, err, "fetch");
         goto out;
@@ -423,7 +562,7 @@ static int pg_enqueue(donto_store *s, donto_target t, const char *model,
         sub_rows rows = {.ncols = SUB_SCAN_COLS[t]};
         collect(r, &rows);
         PQclear(r);
-        size_t n = rows.nrows, got = 0;
+        size_t n = rows.nrows;
         if (n == 0) {
             sub_rows_free(&rows);
             break;
@@ -433,28 +572,29 @@ static int pg_enqueue(donto_store *s, donto_target t, const char *model,
             fail(a, NULL, err, "fetch");
             goto out;
         }
-        const char **ids = donto_xmalloc(n * sizeof *ids);
-        char **texts = donto_xmalloc(n * sizeof *texts);
-        for (size_t i = 0; i < n; i++) {
-            ids[i] = sub_cell(&rows, i, 0);
-            texts[i] = sub_render(t, &rows, i, ro);
-        }
-        int w = cmd(b, "BEGIN", "begin", err);
-        if (w == 0) w = queue_put_conn(b, t, model, ids, (const char *const *)texts, n, &got, err);
-        if (w == 0) w = cmd(b, "COMMIT", "commit", err);
-        for (size_t i = 0; i < n; i++) free(texts[i]);
-        free(texts);
-        free(ids);
-        sub_rows_free(&rows);
-        if (w) goto out;
-        *added += got;
-        if (progress) progress(ctx, donto_target_name(t), base + *added, 0);
+        if (enq_hand_over(&sh, &rows)) goto out; /* a writer failed */
         if (n < (size_t)batch) break;
     }
     rc = 0;
 out:
-    if (PQtransactionStatus(a) != PQTRANS_IDLE) PQclear(PQexec(a, rc ? "ROLLBACK" : "COMMIT"));
-    PQfinish(b);
+    pthread_mutex_lock(&sh.mu);
+    sh.eof = 1;
+    if (rc) sh.failed = 1; /* the writers stop after the batch they hold */
+    pthread_cond_broadcast(&sh.can_take);
+    pthread_mutex_unlock(&sh.mu);
+    for (int i = 0; i < ENQ_WRITERS; i++)
+        if (w[i].started) pthread_join(w[i].th, NULL);
+    for (int i = 0; i < sh.count; i++) sub_rows_free(&sh.slot[(sh.head + i) % ENQ_SLOTS]);
+    if (sh.failed && sh.err.msg[0]) *err = sh.err, rc = -1;
+    *added = sh.added;
+    if (PQtransactionStatus(a) != PQTRANS_IDLE) {
+        for (PGresult *x; (x = PQgetResult(a));) PQclear(x); /* a FETCH still in flight */
+        PQclear(PQexec(a, rc ? "ROLLBACK" : "COMMIT"));
+    }
+    for (int i = 0; i < ENQ_WRITERS; i++) PQfinish(w[i].c);
+    pthread_cond_destroy(&sh.can_put);
+    pthread_cond_destroy(&sh.can_take);
+    pthread_mutex_destroy(&sh.mu);
     return rc;
 }
 
