@@ -664,6 +664,60 @@ static void test_enqueue_conflict(void) {
     donto_store_close(s);
 }
 
+/* PostgreSQL: a claim retracted after enqueue's cursor took its snapshot is
+ * still delivered by the cursor; the writer's "still live" probe (on the
+ * claim's uuid key) must keep it out of the queue. The first progress report
+ * retracts every claim through another handle; at most the batches already
+ * being written when that commits (one per writer) get in. */
+typedef struct {
+    donto_store *other;
+    int calls;
+    size_t retracted;
+} retract_ctx;
+
+static void retract_everything(void *ctx, const char *what, size_t done, size_t total) {
+    (void)what, (void)done, (void)total;
+    retract_ctx *rc = ctx;
+    if (rc->calls++) return;
+    PGconn *c = PQconnectdb(g_pg_url);
+    PGresult *r = PQexec(c, "SELECT statement_id::text FROM donto_statement");
+    CHECK(PQresultStatus(r) == PGRES_TUPLES_OK, "ids: %s", PQerrorMessage(c));
+    int n = PQntuples(r);
+    const char **ids = malloc(sizeof *ids * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) ids[i] = PQgetvalue(r, i, 0);
+    donto_err err = {{0}};
+    CHECK(donto_substrate_retract(rc->other, ids, (size_t)n, &rc->retracted, &err) == 0, "retract: %s", err.msg);
+    free(ids);
+    PQclear(r);
+    PQfinish(c);
+}
+
+static void test_enqueue_retract_race(void) {
+    if (strcmp(g_backend, "pg") != 0) return;
+    donto_err err = {{0}};
+    donto_store *s = fresh();
+    size_t n = 2000, cap = n * 90 + 1, len = 0;
+    char *buf = malloc(cap);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "<http://ex.org/s%zu> <http://ex.org/p> <http://ex.org/o%zu> .\n", i, i % 7);
+    donto_load_stats st;
+    CHECK(load(s, "race.nq", buf, DONTO_FORMAT_NQUADS, &st, &err) == 0, "%s", err.msg);
+    free(buf);
+    retract_ctx rc = {0};
+    CHECK(donto_store_open(g_url, &rc.other, &err) == 0, "second handle: %s", err.msg);
+    size_t added = 0, batch = 50;
+    CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, (int)batch, retract_everything, &rc, &added, &err) == 0,
+          "%s", err.msg);
+    CHECK_EQ_INT(rc.retracted, n);
+    CHECK(added >= batch && added <= 3 * batch, "%zu claims queued; after the retraction only batches in flight may get in", added);
+    CHECK(pending(s, DONTO_TARGET_CLAIM) <= (int64_t)(2 * batch), "%lld retracted claims still queued",
+          (long long)pending(s, DONTO_TARGET_CLAIM));
+    CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, (int)batch, NULL, NULL, &added, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(added, 0);
+    donto_store_close(rc.other);
+    donto_store_close(s);
+}
+
 static void run_suite(const char *backend) {
     g_backend = backend;
     int before = check_failures;
@@ -675,7 +729,8 @@ static void run_suite(const char *backend) {
                  {"jsonl_errors", test_jsonl_errors},
                  {"wordnet", test_wordnet},
                  {"enqueue_batches", test_enqueue_batches},
-                 {"enqueue_conflict", test_enqueue_conflict}};
+                 {"enqueue_conflict", test_enqueue_conflict},
+                 {"enqueue_retract_race", test_enqueue_retract_race}};
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         double t0 = donto_now();
         CASES[i].fn();

@@ -1,12 +1,15 @@
 /* donto-accel: the substrate on PostgreSQL. Bulk writes go through COPY into
  * a per-connection temporary table and one INSERT .. SELECT .. ON CONFLICT
  * per batch: a batch of 20,000 rows is three round trips, not 20,000, and
- * the conflict rules (skip, or fill in NULL labels) are set-based SQL. Reads
- * are parameterized; ids travel as one text[] array literal. */
+ * the conflict rules (skip, or fill in NULL labels) are set-based SQL. The
+ * queue's rows (two columns) skip the staging table: one INSERT .. SELECT
+ * over unnest() of two binary text[] parameters. Reads are parameterized;
+ * ids travel as one text[] array literal. */
 #include "substrate/substrate_int.h"
 
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,15 +125,14 @@ static int copy_rows(PGconn *c, const char *copy_sql, const char *const *cells, 
     return 0;
 }
 
-/* Temporary staging tables, one per kind (+ the queue's), all text. */
+/* Temporary staging tables, one per kind, all text. */
 static const char *const TMP_DDL =
     "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_0 (c1 text, c2 text, c3 text, c4 text, c5 text, "
     "c6 text);"
     "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_1 (c1 text, c2 text, c3 text);"
     "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_2 (c1 text, c2 text, c3 text);"
     "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_3 (c1 text, c2 text, c3 text);"
-    "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_4 (c1 text, c2 text, c3 text, c4 text);"
-    "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_q (item_id text, text text)";
+    "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_4 (c1 text, c2 text, c3 text, c4 text)";
 
 static const char *const PUT_SQL[SUB_KIND_N] = {
     [SUB_STATEMENT] = "INSERT INTO donto_statement (statement_id, subject, predicate, object_iri, "
@@ -298,7 +300,63 @@ static const char *const LIVE[DONTO_TARGET_N] = {
                                   "r.chunk_id = u.item_id AND NOT upper_inf(r.tx_time)) ",
 };
 
-/* COPY (id, text) rows into the staging table, then one INSERT .. SELECT.
+/* A text[] in PostgreSQL's binary array format (array_recv): ndim 1, no
+ * NULLs, element type text, then a length-prefixed string per element. The
+ * server copies each element as it is: no quoting, no parsing. */
+static void put_be32(cbuf *b, uint32_t v) {
+    unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
+                          (unsigned char)v};
+    cb_put(b, (const char *)x, 4);
+}
+static void text_array_bin(cbuf *b, const char *const *v, size_t n) {
+    put_be32(b, 1), put_be32(b, 0), put_be32(b, 25 /* text */);
+    put_be32(b, (uint32_t)n), put_be32(b, 1);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(v[i]);
+        put_be32(b, (uint32_t)len);
+        cb_put(b, v[i], len);
+    }
+}
+
+/* The 16 bytes of a uuid in its canonical text form (8-4-4-4-12 lower-case
+ * hex, as uuid_out writes it). */
+static int uuid_bytes(const char *s, unsigned char out[16]) {
+    int j = 0;
+    for (int i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-') return -1;
+            continue;
+        }
+        int c = (unsigned char)s[i], v;
+        if (c >= '0' && c <= '9') v = c - '0';
+        else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
+        else return -1; /* upper case too: k::text must give back the same id */
+        if (j & 1) out[j / 2] = (unsigned char)(out[j / 2] | v);
+        else out[j / 2] = (unsigned char)(v << 4);
+        j++;
+    }
+    return s[36] ? -1 : 0;
+}
+
+/* The claims' ids as a binary uuid[] (element type uuid, 16 bytes each), or
+ * -1 when one is not a canonical uuid. Why: the "still live" probe compares
+ * with donto_statement's uuid key, and casting 20,000 text ids per batch
+ * (uuid_in: a strtoul call per byte) was a tenth of the writer's time. */
+static int uuid_array_bin(cbuf *b, const char *const *v, size_t n) {
+    put_be32(b, 1), put_be32(b, 0), put_be32(b, 2950 /* uuid */);
+    put_be32(b, (uint32_t)n), put_be32(b, 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char u[16];
+        if (uuid_bytes(v[i], u)) return -1;
+        put_be32(b, 16);
+        cb_put(b, (const char *)u, 16);
+    }
+    return 0;
+}
+
+/* Queue (ids[i], texts[i]) with one INSERT .. SELECT over unnest() of two
+ * binary text[] parameters (no staging table: no COPY parse, no temporary
+ * heap to write, scan and truncate per batch).
  *
  * fresh: the rows come from enqueue's cursor, which left out everything
  * queued in its snapshot, and the caller holds a transaction. Then the
@@ -312,38 +370,56 @@ static int queue_put_conn(PGconn *c, donto_target t, const char *model, const ch
                           donto_err *err) {
     *added = 0;
     if (n == 0) return 0;
-    if (cmd(c, TMP_DDL, "staging tables", err) ||
-        cmd(c, "TRUNCATE sub_tmp_q", "truncate staging", err))
-        return -1;
-    const char **cells = donto_xmalloc(2 * n * sizeof *cells);
-    for (size_t i = 0; i < n; i++) cells[2 * i] = ids[i], cells[2 * i + 1] = texts[i];
-    int rc = copy_rows(c, "COPY sub_tmp_q FROM STDIN", cells, n, 2, err);
-    free(cells);
-    if (rc) return -1;
-    char tnum[8], sql[1024];
+    if (n > INT32_MAX / 2) return donto_seterr(err, "enqueue: batch of %zu rows is too large", n);
+    cbuf a_ids = {0}, a_texts = {0};
+    int as_uuid = t == DONTO_TARGET_CLAIM && uuid_array_bin(&a_ids, ids, n) == 0;
+    if (!as_uuid) {
+        a_ids.n = 0;
+        text_array_bin(&a_ids, ids, n);
+    }
+    text_array_bin(&a_texts, texts, n);
+    if (a_ids.n > INT32_MAX || a_texts.n > INT32_MAX) {
+        free(a_ids.p), free(a_texts.p);
+        return donto_seterr(err, "enqueue: batch of %zu rows is over 2 GB", n);
+    }
+    char tnum[8], sql[2048];
     snprintf(tnum, sizeof tnum, "%d", (int)t);
-    const char *pv[2] = {tnum, model};
+    const char *pv[4] = {tnum, model, a_ids.p, a_texts.p};
+    const Oid types[4] = {0, 0, as_uuid ? 2951 /* uuid[] */ : 1009 /* text[] */, 1009};
+    const int lens[4] = {0, 0, (int)a_ids.n, (int)a_texts.n}, fmts[4] = {0, 0, 1, 1};
     PGresult *r = NULL;
+    int rc = 0;
     for (int safe = !fresh; safe < 2; safe++) {
         snprintf(sql, sizeof sql,
                  "INSERT INTO queue (target, item_id, model, text) "
-                 "SELECT $1::smallint, item_id, $2, text FROM sub_tmp_q u "
+                 "SELECT $1::smallint, u.item_id, $2, u.text FROM (SELECT x.k%s AS item_id, x.k, "
+                 "x.text FROM unnest($3::%s[], $4::text[]) AS x(k, text)) u "
                  "WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.target = "
                  "$1::smallint AND v.item_id = u.item_id AND v.model = $2) %s"
-                 "ORDER BY item_id%s",
-                 LIVE[t], safe ? " ON CONFLICT DO NOTHING" : "");
-        if (!safe && cmd(c, "SAVEPOINT sub_q", "savepoint", err)) return -1;
-        r = PQexecParams(c, sql, 2, NULL, pv, NULL, NULL, 0);
+                 "ORDER BY u.k%s",
+                 as_uuid ? "::text" : "", as_uuid ? "uuid" : "text",
+                 as_uuid ? "AND NOT EXISTS (SELECT 1 FROM donto_statement r WHERE r.statement_id = u.k "
+                           "AND NOT upper_inf(r.tx_time)) "
+                         : LIVE[t],
+                 safe ? " ON CONFLICT DO NOTHING" : "");
+        if (!safe && (rc = cmd(c, "SAVEPOINT sub_q", "savepoint", err))) break;
+        r = PQexecParams(c, sql, 4, types, pv, lens, fmts, 0);
         if (PQresultStatus(r) == PGRES_COMMAND_OK) break;
         const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-        if (safe || !st || strcmp(st, "23505")) return fail(c, r, err, "enqueue");
+        if (safe || !st || strcmp(st, "23505")) {
+            rc = fail(c, r, err, "enqueue");
+            r = NULL;
+            break;
+        }
         PQclear(r); /* unique_violation: someone queued part of this batch meanwhile */
         r = NULL;
-        if (cmd(c, "ROLLBACK TO SAVEPOINT sub_q", "rollback to savepoint", err)) return -1;
+        if ((rc = cmd(c, "ROLLBACK TO SAVEPOINT sub_q", "rollback to savepoint", err))) break;
     }
+    free(a_ids.p), free(a_texts.p);
+    if (rc) return rc;
     *added = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
     PQclear(r);
-    return cmd(c, "TRUNCATE sub_tmp_q", "truncate staging", err);
+    return 0;
 }
 
 static int pg_queue_put(donto_store *s, donto_target t, const char *model, const char *const *ids,
@@ -403,10 +479,35 @@ static PGconn *clone_conn(PGconn *c, donto_err *err) {
 
 enum { ENQ_WRITERS = 2, ENQ_SLOTS = 2 };
 
+/* A fetched batch: the cursor's result and a view of its cells (pointers
+ * into the result, not copies: 8 cells a row, a malloc each, cost more than
+ * rendering the row). */
+typedef struct enq_batch {
+    PGresult *res;
+    sub_rows view;
+} enq_batch;
+
+static void enq_batch_view(PGresult *r, int ncols, enq_batch *b) {
+    size_t n = (size_t)PQntuples(r);
+    b->res = r;
+    b->view = (sub_rows){.ncols = ncols, .nrows = n, .cap = n};
+    b->view.cell = donto_xmalloc((n ? n : 1) * (size_t)ncols * sizeof *b->view.cell);
+    for (size_t i = 0; i < n; i++)
+        for (int c = 0; c < ncols; c++)
+            b->view.cell[i * (size_t)ncols + (size_t)c] =
+                PQgetisnull(r, (int)i, c) ? NULL : PQgetvalue(r, (int)i, c);
+}
+
+static void enq_batch_free(enq_batch *b) {
+    free(b->view.cell); /* the cells belong to the result */
+    PQclear(b->res);
+    *b = (enq_batch){0};
+}
+
 typedef struct enq_shared {
     pthread_mutex_t mu;
     pthread_cond_t can_put, can_take;
-    sub_rows slot[ENQ_SLOTS]; /* fetched batches waiting for a writer */
+    enq_batch slot[ENQ_SLOTS]; /* fetched batches waiting for a writer */
     int head, count;
     int eof;                  /* the reader has put its last batch */
     int failed;               /* a writer failed: everyone stops */
@@ -464,15 +565,15 @@ static void *enq_writer_main(void *arg) {
             pthread_mutex_unlock(&sh->mu);
             return NULL;
         }
-        sub_rows rows = sh->slot[sh->head];
+        enq_batch rows = sh->slot[sh->head];
         sh->head = (sh->head + 1) % ENQ_SLOTS, sh->count--;
         pthread_cond_signal(&sh->can_put);
         pthread_mutex_unlock(&sh->mu);
 
         donto_err err = {0};
         size_t got = 0;
-        int rc = enq_write(w, &rows, &got, &err);
-        sub_rows_free(&rows);
+        int rc = enq_write(w, &rows.view, &got, &err);
+        enq_batch_free(&rows);
         if (rc) {
             enq_fail(sh, &err);
             return NULL;
@@ -486,7 +587,7 @@ static void *enq_writer_main(void *arg) {
 
 /* Hand a fetched batch to the writers (blocks while both slots are full).
  * Returns -1 when a writer has failed: the batch is dropped, not queued. */
-static int enq_hand_over(enq_shared *sh, sub_rows *rows) {
+static int enq_hand_over(enq_shared *sh, enq_batch *rows) {
     pthread_mutex_lock(&sh->mu);
     while (sh->count == ENQ_SLOTS && !sh->failed) pthread_cond_wait(&sh->can_put, &sh->mu);
     int failed = sh->failed;
@@ -496,7 +597,7 @@ static int enq_hand_over(enq_shared *sh, sub_rows *rows) {
         pthread_cond_signal(&sh->can_take);
     }
     pthread_mutex_unlock(&sh->mu);
-    if (failed) sub_rows_free(rows);
+    if (failed) enq_batch_free(rows);
     return failed ? -1 : 0;
 }
 
@@ -559,16 +660,15 @@ static int pg_enqueue(donto_store *s, donto_target t, const char *model,
             fail(a, r, err, "fetch");
             goto out;
         }
-        sub_rows rows = {.ncols = SUB_SCAN_COLS[t]};
-        collect(r, &rows);
-        PQclear(r);
-        size_t n = rows.nrows;
+        enq_batch rows;
+        enq_batch_view(r, SUB_SCAN_COLS[t], &rows);
+        size_t n = rows.view.nrows;
         if (n == 0) {
-            sub_rows_free(&rows);
+            enq_batch_free(&rows);
             break;
         }
         if (n == (size_t)batch && !PQsendQuery(a, fetch)) {
-            sub_rows_free(&rows);
+            enq_batch_free(&rows);
             fail(a, NULL, err, "fetch");
             goto out;
         }
@@ -584,7 +684,7 @@ out:
     pthread_mutex_unlock(&sh.mu);
     for (int i = 0; i < ENQ_WRITERS; i++)
         if (w[i].started) pthread_join(w[i].th, NULL);
-    for (int i = 0; i < sh.count; i++) sub_rows_free(&sh.slot[(sh.head + i) % ENQ_SLOTS]);
+    for (int i = 0; i < sh.count; i++) enq_batch_free(&sh.slot[(sh.head + i) % ENQ_SLOTS]);
     if (sh.failed && sh.err.msg[0]) *err = sh.err, rc = -1;
     *added = sh.added;
     if (PQtransactionStatus(a) != PQTRANS_IDLE) {
