@@ -619,21 +619,32 @@ typedef struct {
     PGconn *c;
     int calls;
     long queued_by_other;
+    int desc; /* insert against the writers' order: deadlocks; either side may lose */
 } race_ctx;
 
 static void queue_everything(void *ctx, const char *what, size_t done, size_t total) {
     (void)what, (void)done, (void)total;
     race_ctx *rc = ctx;
     if (rc->calls++) return;
-    PGresult *r = PQexec(rc->c, "INSERT INTO queue (target, item_id, model, text) SELECT 0, statement_id::text, "
-                                "'m', 'queued meanwhile' FROM donto_statement ON CONFLICT DO NOTHING");
+    /* In key order, as enqueue's writers insert, two inserts cannot deadlock. In the other
+     * order they can: a writer that loses goes again (the batch was not committed); this side
+     * retries too. */
+    PGresult *r = NULL;
+    for (int attempt = 0; attempt < 10; attempt++) {
+        PQclear(r);
+        r = PQexec(rc->c, rc->desc ? "INSERT INTO queue (target, item_id, model, text) SELECT 0, statement_id::text, "
+                                     "'m', 'queued meanwhile' FROM donto_statement ORDER BY 2 DESC ON CONFLICT DO NOTHING"
+                                   : "INSERT INTO queue (target, item_id, model, text) SELECT 0, statement_id::text, "
+                                     "'m', 'queued meanwhile' FROM donto_statement ORDER BY 2 ON CONFLICT DO NOTHING");
+        const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        if (!rc->desc || PQresultStatus(r) == PGRES_COMMAND_OK || !st || strcmp(st, "40P01")) break;
+    }
     CHECK(PQresultStatus(r) == PGRES_COMMAND_OK, "queue meanwhile: %s", PQerrorMessage(rc->c));
     rc->queued_by_other = atol(PQcmdTuples(r));
     PQclear(r);
 }
 
-static void test_enqueue_conflict(void) {
-    if (strcmp(g_backend, "pg") != 0) return; /* SQLite has one writer and no cursor */
+static void enqueue_conflict(int desc) {
     donto_err err = {{0}};
     donto_store *s = fresh();
     size_t n = 2000, cap = n * 90 + 1, len = 0;
@@ -643,7 +654,7 @@ static void test_enqueue_conflict(void) {
     donto_load_stats st;
     CHECK(load(s, "race.nq", buf, DONTO_FORMAT_NQUADS, &st, &err) == 0, "%s", err.msg);
     free(buf);
-    race_ctx rc = {.c = PQconnectdb(g_pg_url)};
+    race_ctx rc = {.c = PQconnectdb(g_pg_url), .desc = desc};
     CHECK(PQstatus(rc.c) == CONNECTION_OK, "connect: %s", PQerrorMessage(rc.c));
     size_t added = 0;
     int r = donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, 50, queue_everything, &rc, &added, &err);
@@ -662,6 +673,12 @@ static void test_enqueue_conflict(void) {
     CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, 50, NULL, NULL, &added, &err) == 0, "%s", err.msg);
     CHECK_EQ_INT(added, 0);
     donto_store_close(s);
+}
+
+static void test_enqueue_conflict(void) {
+    if (strcmp(g_backend, "pg") != 0) return; /* SQLite has one writer and no cursor */
+    enqueue_conflict(0);
+    enqueue_conflict(1);
 }
 
 /* PostgreSQL: a claim retracted after enqueue's cursor took its snapshot is

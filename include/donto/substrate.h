@@ -123,7 +123,7 @@ const char *donto_wordnet_pos_name(const char *synset);
 
 /* Queue every live item of target (< 0: all four) that has neither a vector
  * nor a queue entry for model. Works in keyset batches of batch items (<= 0:
- * 20000), each its own transaction: idempotent (a second run adds nothing)
+ * 50000), each its own transaction: idempotent (a second run adds nothing)
  * and resumable (an interrupted run keeps the batches it committed). */
 int donto_substrate_enqueue(donto_store *s, int target, const char *model,
                             const donto_render_opts *ro, int batch, donto_progress_fn progress,

@@ -231,7 +231,7 @@ static void enqueue_usage(FILE *f) {
             "  --model-dir DIR   cut memory chunks with the model's WordPiece vocabulary\n"
             "                    (DIR/vocab.txt); without it a whitespace approximation\n"
             "  --max-tokens N    memory chunk cap in tokens, [CLS]/[SEP] included (default 300)\n"
-            "  --batch N         items per transaction (default 20000)\n"
+            "  --batch N         items per transaction (default 50000)\n"
             "  -h, --help        this help\n");
 }
 
@@ -246,7 +246,7 @@ int donto_enqueue_cmd(int argc, char **argv) {
                                        {0, 0, 0, 0}};
     const char *db = DONTO_STORE_DEFAULT_URL, *model = NULL, *model_dir = NULL;
     int target = -1, ch;
-    long long cap = DONTO_CHUNK_TOKEN_CAP, batch = 20000;
+    long long cap = DONTO_CHUNK_TOKEN_CAP, batch = 50000;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (ch) {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "store/store_int.h"
 
@@ -407,7 +408,12 @@ static int queue_put_conn(PGconn *c, donto_target t, const char *model, const ch
         if (PQresultStatus(r) == PGRES_COMMAND_OK) break;
         const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
         if (safe || !st || strcmp(st, "23505")) {
+            /* deadlock (with a concurrent writer that inserts the same
+             * items in another order) or serialization failure: the caller
+             * may run the batch again */
+            int again = st && (!strcmp(st, "40P01") || !strcmp(st, "40001"));
             rc = fail(c, r, err, "enqueue");
+            if (again) rc = -2;
             r = NULL;
             break;
         }
@@ -477,7 +483,7 @@ static PGconn *clone_conn(PGconn *c, donto_err *err) {
  * backend and this process use a fraction of another. Two writers put the
  * inserts on two backends. */
 
-enum { ENQ_WRITERS = 2, ENQ_SLOTS = 2 };
+enum { ENQ_WRITERS = 2, ENQ_SLOTS = 1 };
 
 /* A fetched batch: the cursor's result and a view of its cells (pointers
  * into the result, not copies: 8 cells a row, a malloc each, cost more than
@@ -545,10 +551,15 @@ static int enq_write(enq_writer *w, sub_rows *rows, size_t *got, donto_err *err)
         ids[i] = sub_cell(rows, i, 0);
         texts[i] = sub_render(sh->t, rows, i, sh->ro);
     }
-    int rc = cmd(w->c, "BEGIN", "begin", err);
-    if (rc == 0) rc = queue_put_conn(w->c, sh->t, sh->model, ids, (const char *const *)texts, n, 1, got, err);
-    if (rc == 0) rc = cmd(w->c, "COMMIT", "commit", err);
-    if (rc && PQtransactionStatus(w->c) != PQTRANS_IDLE) PQclear(PQexec(w->c, "ROLLBACK"));
+    int rc = 0;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        if (attempt) nanosleep(&(struct timespec){0, 20000000L * attempt}, NULL);
+        rc = cmd(w->c, "BEGIN", "begin", err);
+        if (rc == 0) rc = queue_put_conn(w->c, sh->t, sh->model, ids, (const char *const *)texts, n, 1, got, err);
+        if (rc == 0) rc = cmd(w->c, "COMMIT", "commit", err);
+        if (rc && PQtransactionStatus(w->c) != PQTRANS_IDLE) PQclear(PQexec(w->c, "ROLLBACK"));
+        if (rc != -2) break; /* a deadlock victim goes again; nothing of it was committed */
+    }
     for (size_t i = 0; i < n; i++) free(texts[i]);
     free(texts);
     free(ids);
