@@ -246,7 +246,7 @@ static void test_bad_input(void) {
  * is the normalised signless Laplacian (+1/sqrt((deg_u+1)(deg_v+1)) off the diagonal), add_hp
  * the ordinary one (-1/sqrt(..)); deg/(deg+1) on the diagonal for both. The parity tests cannot
  * catch a flip (tests/ref/sheaf_ref.py is ours); the reference's chameleon configuration
- * (add_lp) scores ~1.3 points lower with the signs the other way round. */
+ * (add_lp) scores 1.0 point lower with the signs the other way round. */
 static void test_fixed_dims(void) {
     donto_err err = {0};
     /* path 0 - 1 - 2: degrees 1, 2, 1 */

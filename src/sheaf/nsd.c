@@ -726,7 +726,7 @@ static void learner_backward(donto_sheaf_model *m, sheaf_layer_act *a, const flo
  * of what they do (the reference's own --help calls add_lp the high-pass
  * filter); they keep the reference's names and behaviour so its published
  * configurations mean the same here. With the ordinary Laplacian under
- * add_lp, chameleon Diag-NSD lost 1.3 points (BENCHMARKS.md). */
+ * add_lp, chameleon Diag-NSD scored 1.0 point lower (BENCHMARKS.md). */
 static void lap_fixed(donto_sheaf_model *m, sheaf_layer_act *a) {
     int d = m->d, dp = m->dp;
     if (dp == d) return;
