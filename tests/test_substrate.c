@@ -525,20 +525,26 @@ static void test_wordnet(void) {
     donto_store_close(s);
 }
 
-/* Keyset batches: many items in small batches, and an interrupted run (a
- * partial enqueue of one target) resumed by a full one. */
-static void test_enqueue_batches(void) {
+/* Load n claims "s<i> p o<i % 7>" (N-Quads): n claims, n + 7 entities, one predicate. */
+static void load_many(donto_store *s, size_t n) {
     donto_err err = {{0}};
-    donto_store *s = fresh();
-    size_t n = 2500, cap = n * 90 + 1;
+    size_t cap = n * 90 + 1, len = 0;
     char *buf = malloc(cap);
-    size_t len = 0;
     for (size_t i = 0; i < n; i++)
         len += (size_t)snprintf(buf + len, cap - len, "<http://ex.org/s%zu> <http://ex.org/p> <http://ex.org/o%zu> .\n", i, i % 7);
     donto_load_stats st;
     CHECK(load(s, "many.nq", buf, DONTO_FORMAT_NQUADS, &st, &err) == 0, "%s: %s", g_backend, err.msg);
     CHECK_EQ_INT(st.statements, n);
     free(buf);
+}
+
+/* Keyset batches: many items in small batches, and an interrupted run (a
+ * partial enqueue of one target) resumed by a full one. */
+static void test_enqueue_batches(void) {
+    donto_err err = {{0}};
+    donto_store *s = fresh();
+    size_t n = 2500;
+    load_many(s, n);
     size_t added = 0;
     CHECK(donto_substrate_enqueue(s, DONTO_TARGET_PREDICATE, "m", NULL, 7, NULL, NULL, &added, &err) == 0, "%s", err.msg);
     CHECK_EQ_INT(added, 1);
@@ -591,14 +597,7 @@ static void test_enqueue_batches(void) {
     /* The rest on a clean database. */
     donto_store_close(s);
     s = fresh();
-    {
-        size_t cap2 = n * 90 + 1, len2 = 0;
-        char *b2 = malloc(cap2);
-        for (size_t i = 0; i < n; i++)
-            len2 += (size_t)snprintf(b2 + len2, cap2 - len2, "<http://ex.org/s%zu> <http://ex.org/p> <http://ex.org/o%zu> .\n", i, i % 7);
-        CHECK(load(s, "many.nq", b2, DONTO_FORMAT_NQUADS, &st, &err) == 0, "%s: %s", g_backend, err.msg);
-        free(b2);
-    }
+    load_many(s, n);
     CHECK(donto_substrate_enqueue(s, DONTO_TARGET_PREDICATE, "m", NULL, 7, NULL, NULL, &added, &err) == 0, "%s", err.msg);
     CHECK_EQ_INT(added, 1);
     CHECK(donto_substrate_enqueue(s, -1, "m", NULL, 97, NULL, NULL, &added, &err) == 0, "%s", err.msg);
@@ -632,10 +631,11 @@ static void queue_everything(void *ctx, const char *what, size_t done, size_t to
     PGresult *r = NULL;
     for (int attempt = 0; attempt < 10; attempt++) {
         PQclear(r);
-        r = PQexec(rc->c, rc->desc ? "INSERT INTO queue (target, item_id, model, text) SELECT 0, statement_id::text, "
-                                     "'m', 'queued meanwhile' FROM donto_statement ORDER BY 2 DESC ON CONFLICT DO NOTHING"
-                                   : "INSERT INTO queue (target, item_id, model, text) SELECT 0, statement_id::text, "
-                                     "'m', 'queued meanwhile' FROM donto_statement ORDER BY 2 ON CONFLICT DO NOTHING");
+        char sql[256];
+        snprintf(sql, sizeof sql, "INSERT INTO queue (target, item_id, model, text) SELECT 0, statement_id::text, "
+                                  "'m', 'queued meanwhile' FROM donto_statement ORDER BY 2 %s ON CONFLICT DO NOTHING",
+                 rc->desc ? "DESC" : "ASC");
+        r = PQexec(rc->c, sql);
         const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
         if (!rc->desc || PQresultStatus(r) == PGRES_COMMAND_OK || !st || strcmp(st, "40P01")) break;
     }
@@ -647,13 +647,8 @@ static void queue_everything(void *ctx, const char *what, size_t done, size_t to
 static void enqueue_conflict(int desc) {
     donto_err err = {{0}};
     donto_store *s = fresh();
-    size_t n = 2000, cap = n * 90 + 1, len = 0;
-    char *buf = malloc(cap);
-    for (size_t i = 0; i < n; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "<http://ex.org/s%zu> <http://ex.org/p> <http://ex.org/o%zu> .\n", i, i % 7);
-    donto_load_stats st;
-    CHECK(load(s, "race.nq", buf, DONTO_FORMAT_NQUADS, &st, &err) == 0, "%s", err.msg);
-    free(buf);
+    size_t n = 2000;
+    load_many(s, n);
     race_ctx rc = {.c = PQconnectdb(g_pg_url), .desc = desc};
     CHECK(PQstatus(rc.c) == CONNECTION_OK, "connect: %s", PQerrorMessage(rc.c));
     size_t added = 0;
@@ -713,13 +708,8 @@ static void test_enqueue_retract_race(void) {
     if (strcmp(g_backend, "pg") != 0) return;
     donto_err err = {{0}};
     donto_store *s = fresh();
-    size_t n = 2000, cap = n * 90 + 1, len = 0;
-    char *buf = malloc(cap);
-    for (size_t i = 0; i < n; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "<http://ex.org/s%zu> <http://ex.org/p> <http://ex.org/o%zu> .\n", i, i % 7);
-    donto_load_stats st;
-    CHECK(load(s, "race.nq", buf, DONTO_FORMAT_NQUADS, &st, &err) == 0, "%s", err.msg);
-    free(buf);
+    size_t n = 2000;
+    load_many(s, n);
     retract_ctx rc = {0};
     CHECK(donto_store_open(g_url, &rc.other, &err) == 0, "second handle: %s", err.msg);
     size_t added = 0, batch = 50;

@@ -51,6 +51,8 @@ char *donto_render_predicate(const char *iri, const char *label, const char *des
 char *donto_render_entity(const char *iri, const char *label, const char *kind);
 
 #define DONTO_CHUNK_TOKEN_CAP 300
+/* Items per enqueue transaction when the caller gives none. */
+#define DONTO_ENQUEUE_BATCH 50000
 /* A memory chunk cut to at most cap tokens, counting [CLS] and [SEP], cut at
  * a whitespace boundary. With a tokenizer: the longest word prefix whose
  * WordPiece encoding fits. Without: a word costs 1 token plus 1 per ASCII
@@ -123,7 +125,7 @@ const char *donto_wordnet_pos_name(const char *synset);
 
 /* Queue every live item of target (< 0: all four) that has neither a vector
  * nor a queue entry for model. Works in keyset batches of batch items (<= 0:
- * 50000), each its own transaction: idempotent (a second run adds nothing)
+ * DONTO_ENQUEUE_BATCH), each its own transaction: idempotent (a second run adds nothing)
  * and resumable (an interrupted run keeps the batches it committed). */
 int donto_substrate_enqueue(donto_store *s, int target, const char *model,
                             const donto_render_opts *ro, int batch, donto_progress_fn progress,

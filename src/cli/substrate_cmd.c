@@ -246,7 +246,7 @@ int donto_enqueue_cmd(int argc, char **argv) {
                                        {0, 0, 0, 0}};
     const char *db = DONTO_STORE_DEFAULT_URL, *model = NULL, *model_dir = NULL;
     int target = -1, ch;
-    long long cap = DONTO_CHUNK_TOKEN_CAP, batch = 50000;
+    long long cap = DONTO_CHUNK_TOKEN_CAP, batch = DONTO_ENQUEUE_BATCH;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (ch) {

@@ -300,6 +300,10 @@ static const char *const LIVE[DONTO_TARGET_N] = {
     [DONTO_TARGET_MEMORY_CHUNK] = "AND NOT EXISTS (SELECT 1 FROM donto_memory_chunk r WHERE "
                                   "r.chunk_id = u.item_id AND NOT upper_inf(r.tx_time)) ",
 };
+/* LIVE[claim] when the claims' ids travel as uuid[] (u.k): no cast per row. */
+static const char *const LIVE_CLAIM_UUID =
+    "AND NOT EXISTS (SELECT 1 FROM donto_statement r WHERE r.statement_id = u.k "
+    "AND NOT upper_inf(r.tx_time)) ";
 
 /* A text[] in PostgreSQL's binary array format (array_recv): ndim 1, no
  * NULLs, element type text, then a length-prefixed string per element. The
@@ -309,9 +313,13 @@ static void put_be32(cbuf *b, uint32_t v) {
                           (unsigned char)v};
     cb_put(b, (const char *)x, 4);
 }
-static void text_array_bin(cbuf *b, const char *const *v, size_t n) {
-    put_be32(b, 1), put_be32(b, 0), put_be32(b, 25 /* text */);
+/* Header of a one-dimensional binary array of n elements, no NULLs. */
+static void array_head_bin(cbuf *b, uint32_t elem_oid, size_t n) {
+    put_be32(b, 1), put_be32(b, 0), put_be32(b, elem_oid);
     put_be32(b, (uint32_t)n), put_be32(b, 1);
+}
+static void text_array_bin(cbuf *b, const char *const *v, size_t n) {
+    array_head_bin(b, 25 /* text */, n);
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(v[i]);
         put_be32(b, (uint32_t)len);
@@ -344,8 +352,7 @@ static int uuid_bytes(const char *s, unsigned char out[16]) {
  * with donto_statement's uuid key, and casting 20,000 text ids per batch
  * (uuid_in: a strtoul call per byte) was a tenth of the writer's time. */
 static int uuid_array_bin(cbuf *b, const char *const *v, size_t n) {
-    put_be32(b, 1), put_be32(b, 0), put_be32(b, 2950 /* uuid */);
-    put_be32(b, (uint32_t)n), put_be32(b, 1);
+    array_head_bin(b, 2950 /* uuid */, n);
     for (size_t i = 0; i < n; i++) {
         unsigned char u[16];
         if (uuid_bytes(v[i], u)) return -1;
@@ -399,9 +406,7 @@ static int queue_put_conn(PGconn *c, donto_target t, const char *model, const ch
                  "$1::smallint AND v.item_id = u.item_id AND v.model = $2) %s"
                  "ORDER BY u.k%s",
                  as_uuid ? "::text" : "", as_uuid ? "uuid" : "text",
-                 as_uuid ? "AND NOT EXISTS (SELECT 1 FROM donto_statement r WHERE r.statement_id = u.k "
-                           "AND NOT upper_inf(r.tx_time)) "
-                         : LIVE[t],
+                 as_uuid ? LIVE_CLAIM_UUID : LIVE[t],
                  safe ? " ON CONFLICT DO NOTHING" : "");
         if (!safe && (rc = cmd(c, "SAVEPOINT sub_q", "savepoint", err))) break;
         r = PQexecParams(c, sql, 4, types, pv, lens, fmts, 0);
@@ -596,7 +601,7 @@ static void *enq_writer_main(void *arg) {
     }
 }
 
-/* Hand a fetched batch to the writers (blocks while both slots are full).
+/* Hand a fetched batch to the writers (blocks while the slots are full).
  * Returns -1 when a writer has failed: the batch is dropped, not queued. */
 static int enq_hand_over(enq_shared *sh, enq_batch *rows) {
     pthread_mutex_lock(&sh->mu);

@@ -57,7 +57,7 @@ int donto_substrate_enqueue(donto_store *s, int target, const char *model,
     if (target >= DONTO_TARGET_N) return donto_seterr(err, "enqueue: unknown target %d", target);
     const sub_ops *ops = sub_ops_for(s, err);
     if (!ops) return -1;
-    if (batch <= 0) batch = 50000;
+    if (batch <= 0) batch = DONTO_ENQUEUE_BATCH;
     size_t total = 0;
     for (int t = 0; t < DONTO_TARGET_N; t++) {
         if (target >= 0 && t != target) continue;
