@@ -231,9 +231,10 @@ static int pg_retract(donto_store *s, const char *const *ids, size_t n, size_t *
 }
 
 /* Per target: select list and joins (ending in a WHERE clause), the id as
- * stored (key order), and the id as text (queue/vectors item_id). */
+ * stored and its type (fetch), and the id as text (queue/vectors item_id).
+ * cur/cur_id, where set, replace sel/id in enqueue's cursor. */
 static const struct {
-    const char *sel, *key, *id, *type;
+    const char *sel, *key, *id, *type, *cur, *cur_id;
 } TGT[DONTO_TARGET_N] = {
     [DONTO_TARGET_CLAIM] = {"SELECT s.statement_id::text, s.subject, se.normalized_label, "
                             "s.predicate, p.label, s.object_iri, oe.normalized_label, "
@@ -242,7 +243,21 @@ static const struct {
                             "LEFT JOIN donto_predicate p ON p.iri = s.predicate "
                             "LEFT JOIN donto_entity_symbol oe ON oe.iri = s.object_iri "
                             "WHERE upper_inf(s.tx_time)",
-                            "s.statement_id", "s.statement_id::text", "uuid"},
+                            "s.statement_id", "s.statement_id::text", "uuid",
+                            /* The id as text once a row, not three times
+                             * (output and both anti-joins; uuid_out was a
+                             * fifth of the cursor's time). OFFSET 0 keeps
+                             * the planner from folding the subquery back. */
+                            "SELECT s.sid, s.subject, se.normalized_label, s.predicate, p.label, "
+                            "s.object_iri, oe.normalized_label, s.object_lit::text FROM "
+                            "(SELECT st.statement_id::text AS sid, st.subject, st.predicate, "
+                            "st.object_iri, st.object_lit FROM donto_statement st "
+                            "WHERE upper_inf(st.tx_time) OFFSET 0) s "
+                            "LEFT JOIN donto_entity_symbol se ON se.iri = s.subject "
+                            "LEFT JOIN donto_predicate p ON p.iri = s.predicate "
+                            "LEFT JOIN donto_entity_symbol oe ON oe.iri = s.object_iri "
+                            "WHERE true",
+                            "s.sid"},
     [DONTO_TARGET_PREDICATE] = {"SELECT p.iri, p.label, p.description FROM donto_predicate p "
                                 "WHERE true",
                                 "p.iri", "p.iri", "text"},
@@ -263,29 +278,6 @@ static void collect(PGresult *r, sub_rows *out) {
         sub_rows_add(out, cells);
         free(cells);
     }
-}
-
-static int pg_scan(donto_store *s, donto_target t, const char *model, const char *after, int limit,
-                   sub_rows *out, donto_err *err) {
-    PGconn *c = conn_of(s);
-    if (!c) return donto_seterr(err, "postgres: no connection");
-    char sql[2048], lim[24];
-    /* "$2 IS NULL" folds away: an unnamed statement is planned with its values. */
-    snprintf(sql, sizeof sql,
-             "%s AND ($2::%s IS NULL OR %s > $2::%s) AND NOT EXISTS (SELECT 1 FROM vectors v "
-             "WHERE v.target = %d AND v.item_id = %s AND v.model = $1) AND NOT EXISTS "
-             "(SELECT 1 FROM queue q WHERE q.target = %d AND q.item_id = %s AND q.model = $1) "
-             "ORDER BY %s LIMIT $3",
-             TGT[t].sel, TGT[t].type, TGT[t].key, TGT[t].type, (int)t, TGT[t].id, (int)t,
-             TGT[t].id, TGT[t].key);
-    snprintf(lim, sizeof lim, "%d", limit);
-    const char *pv[3] = {model, after, lim};
-    PGresult *r = PQexecParams(c, sql, 3, NULL, pv, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK) return fail(c, r, err, "scan");
-    out->ncols = SUB_SCAN_COLS[t];
-    collect(r, out);
-    PQclear(r);
-    return 0;
 }
 
 /* Not retracted when queued: an item retracted after the scan's snapshot
@@ -366,16 +358,15 @@ static int uuid_array_bin(cbuf *b, const char *const *v, size_t n) {
  * binary text[] parameters (no staging table: no COPY parse, no temporary
  * heap to write, scan and truncate per batch).
  *
- * fresh: the rows come from enqueue's cursor, which left out everything
- * queued in its snapshot, and the caller holds a transaction. Then the
- * INSERT runs without ON CONFLICT: a speculative insertion costs a third
+ * The rows come from enqueue's cursor, which left out everything queued
+ * in its snapshot, and the caller holds a transaction. So the INSERT runs
+ * without ON CONFLICT: a speculative insertion costs a third
  * of the statement (an index probe before and a confirmation after each
  * row). A row that a concurrent enqueue or put queued since the snapshot
  * raises unique_violation; the batch then rolls back to the savepoint and
  * goes again with ON CONFLICT DO NOTHING, so the outcome is the same. */
 static int queue_put_conn(PGconn *c, donto_target t, const char *model, const char *const *ids,
-                          const char *const *texts, size_t n, int fresh, size_t *added,
-                          donto_err *err) {
+                          const char *const *texts, size_t n, size_t *added, donto_err *err) {
     *added = 0;
     if (n == 0) return 0;
     if (n > INT32_MAX / 2) return donto_seterr(err, "enqueue: batch of %zu rows is too large", n);
@@ -397,7 +388,7 @@ static int queue_put_conn(PGconn *c, donto_target t, const char *model, const ch
     const int lens[4] = {0, 0, (int)a_ids.n, (int)a_texts.n}, fmts[4] = {0, 0, 1, 1};
     PGresult *r = NULL;
     int rc = 0;
-    for (int safe = !fresh; safe < 2; safe++) {
+    for (int safe = 0; safe < 2; safe++) {
         snprintf(sql, sizeof sql,
                  "INSERT INTO queue (target, item_id, model, text) "
                  "SELECT $1::smallint, u.item_id, $2, u.text FROM (SELECT x.k%s AS item_id, x.k, "
@@ -431,14 +422,6 @@ static int queue_put_conn(PGconn *c, donto_target t, const char *model, const ch
     *added = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
     PQclear(r);
     return 0;
-}
-
-static int pg_queue_put(donto_store *s, donto_target t, const char *model, const char *const *ids,
-                        const char *const *texts, size_t n, size_t *added, donto_err *err) {
-    PGconn *c = conn_of(s);
-    *added = 0;
-    if (!c) return donto_seterr(err, "postgres: no connection");
-    return queue_put_conn(c, t, model, ids, texts, n, 0, added, err);
 }
 
 static void quiet_notice(void *arg, const char *msg) {
@@ -489,6 +472,9 @@ static PGconn *clone_conn(PGconn *c, donto_err *err) {
  * inserts on two backends. */
 
 enum { ENQ_WRITERS = 2, ENQ_SLOTS = 1 };
+/* work_mem of the cursor's transaction and of each writer: an upper bound
+ * for each hash table and sort, used only as far as the data needs it. */
+#define ENQ_WORK_MEM "256MB"
 
 /* A fetched batch: the cursor's result and a view of its cells (pointers
  * into the result, not copies: 8 cells a row, a malloc each, cost more than
@@ -560,7 +546,7 @@ static int enq_write(enq_writer *w, sub_rows *rows, size_t *got, donto_err *err)
     for (int attempt = 0; attempt < 5; attempt++) {
         if (attempt) nanosleep(&(struct timespec){0, 20000000L * attempt}, NULL);
         rc = cmd(w->c, "BEGIN", "begin", err);
-        if (rc == 0) rc = queue_put_conn(w->c, sh->t, sh->model, ids, (const char *const *)texts, n, 1, got, err);
+        if (rc == 0) rc = queue_put_conn(w->c, sh->t, sh->model, ids, (const char *const *)texts, n, got, err);
         if (rc == 0) rc = cmd(w->c, "COMMIT", "commit", err);
         if (rc && PQtransactionStatus(w->c) != PQTRANS_IDLE) PQclear(PQexec(w->c, "ROLLBACK"));
         if (rc != -2) break; /* a deadlock victim goes again; nothing of it was committed */
@@ -631,14 +617,23 @@ static int pg_enqueue(donto_store *s, donto_target t, const char *model,
     int rc = -1;
     for (int i = 0; i < ENQ_WRITERS; i++) {
         w[i].sh = &sh;
-        if (!(w[i].c = clone_conn(a, err))) goto out;
+        /* Sessions of their own: the settings last as long as the writer.
+         * A batch sorted in memory, not in a temporary file. Commits do
+         * not wait for the WAL flush: a crash loses at most the last few
+         * batches, which a rerun queues again. */
+        if (!(w[i].c = clone_conn(a, err)) ||
+            cmd(w[i].c, "SET work_mem = '" ENQ_WORK_MEM "'", "set work_mem", err) ||
+            cmd(w[i].c, "SET synchronous_commit = off", "set synchronous_commit", err))
+            goto out;
     }
+    const char *cur = TGT[t].cur ? TGT[t].cur : TGT[t].sel;
+    const char *cur_id = TGT[t].cur_id ? TGT[t].cur_id : TGT[t].id;
     char sql[2048], fetch[64];
     snprintf(sql, sizeof sql,
              "DECLARE sub_cur NO SCROLL CURSOR FOR %s AND NOT EXISTS (SELECT 1 FROM vectors v "
              "WHERE v.target = %d AND v.item_id = %s AND v.model = $1) AND NOT EXISTS "
              "(SELECT 1 FROM queue q WHERE q.target = %d AND q.item_id = %s AND q.model = $1)",
-             TGT[t].sel, (int)t, TGT[t].id, (int)t, TGT[t].id);
+             cur, (int)t, cur_id, (int)t, cur_id);
     snprintf(fetch, sizeof fetch, "FETCH FORWARD %d FROM sub_cur", batch);
     /* The read side may run longer than the store's 30 s statement limit
      * and sits idle in its transaction while the writers write. */
@@ -648,7 +643,10 @@ static int pg_enqueue(donto_store *s, donto_target t, const char *model,
         /* A full pass: hash joins are right whatever the statistics say (a
          * queue that grew since the last ANALYZE looked empty to the planner,
          * which then chose a nested loop over a sequential scan: minutes). */
-        cmd(a, "SET LOCAL enable_nestloop = off", "set planner", err))
+        cmd(a, "SET LOCAL enable_nestloop = off", "set planner", err) ||
+        /* The entities' hash tables in memory: with the default 4 MB a
+         * million claims' joins spilled to temporary files. */
+        cmd(a, "SET LOCAL work_mem = '" ENQ_WORK_MEM "'", "set work_mem", err))
         goto out;
     const char *pv[1] = {model};
     PGresult *r = PQexecParams(a, sql, 1, NULL, pv, NULL, NULL, 0);
@@ -752,8 +750,6 @@ const sub_ops SUB_PG_OPS = {
     .rollback = pg_rollback,
     .put = pg_put,
     .retract = pg_retract,
-    .scan = pg_scan,
-    .queue_put = pg_queue_put,
     .fetch = pg_fetch,
     .counts = pg_counts,
     .enqueue = pg_enqueue,

@@ -48,7 +48,9 @@ typedef struct sub_ops {
      * and delete their queue rows. Runs inside the caller's transaction. */
     int (*retract)(donto_store *s, const char *const *ids, size_t n, size_t *retracted,
                    donto_err *err);
-    /* Up to limit live items of t with id > after (after NULL: from the
+    /* scan and queue_put serve the generic keyset enqueue, for a backend
+     * without its own enqueue (NULL there).
+     * Up to limit live items of t with id > after (after NULL: from the
      * start), in id order, that have neither a vector nor a queue row for
      * model. */
     int (*scan)(donto_store *s, donto_target t, const char *model, const char *after, int limit,
