@@ -725,6 +725,46 @@ static void test_enqueue_retract_race(void) {
     donto_store_close(s);
 }
 
+/* PostgreSQL: the same for a vector stored after the cursor's snapshot (by
+ * a worker that got the item from someone else's enqueue): the writer's
+ * probe must keep the item out of the queue, or it would be embedded twice.
+ * The first progress report stores a vector for every claim. */
+typedef struct {
+    int calls;
+    long stored;
+} vector_ctx;
+
+static void embed_everything(void *ctx, const char *what, size_t done, size_t total) {
+    (void)what, (void)done, (void)total;
+    vector_ctx *vc = ctx;
+    if (vc->calls++) return;
+    PGconn *c = PQconnectdb(g_pg_url);
+    PGresult *r = PQexec(c, "INSERT INTO vectors (target, item_id, model, dims, vec, contributor, created) "
+                            "SELECT 0, statement_id::text, 'm', 1, '\\x0000803f'::bytea, 'meanwhile', 0 "
+                            "FROM donto_statement");
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK, "store vectors: %s", PQerrorMessage(c));
+    vc->stored = atol(PQcmdTuples(r));
+    PQclear(r);
+    PQfinish(c);
+}
+
+static void test_enqueue_vector_race(void) {
+    if (strcmp(g_backend, "pg") != 0) return;
+    donto_err err = {{0}};
+    donto_store *s = fresh();
+    size_t n = 2000, added = 0, batch = 50;
+    load_many(s, n);
+    vector_ctx vc = {0};
+    CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, (int)batch, embed_everything, &vc, &added, &err) == 0,
+          "%s", err.msg);
+    CHECK_EQ_INT(vc.stored, n);
+    CHECK(added >= batch && added <= 3 * batch, "%zu claims queued; after their vectors only batches in flight may get in",
+          added);
+    CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, (int)batch, NULL, NULL, &added, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(added, 0);
+    donto_store_close(s);
+}
+
 static void run_suite(const char *backend) {
     g_backend = backend;
     int before = check_failures;
@@ -737,7 +777,8 @@ static void run_suite(const char *backend) {
                  {"wordnet", test_wordnet},
                  {"enqueue_batches", test_enqueue_batches},
                  {"enqueue_conflict", test_enqueue_conflict},
-                 {"enqueue_retract_race", test_enqueue_retract_race}};
+                 {"enqueue_retract_race", test_enqueue_retract_race},
+                 {"enqueue_vector_race", test_enqueue_vector_race}};
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         double t0 = donto_now();
         CASES[i].fn();
