@@ -231,8 +231,9 @@ static void enqueue_usage(FILE *f) {
             "  --model-dir DIR   cut memory chunks with the model's WordPiece vocabulary\n"
             "                    (DIR/vocab.txt); without it a whitespace approximation\n"
             "  --max-tokens N    memory chunk cap in tokens, [CLS]/[SEP] included (default 300)\n"
-            "  --batch N         items per transaction (default 50000)\n"
-            "  -h, --help        this help\n");
+            "  --batch N         items per batch, each committed on its own (default %d)\n"
+            "  -h, --help        this help\n",
+            DONTO_ENQUEUE_BATCH);
 }
 
 int donto_enqueue_cmd(int argc, char **argv) {
