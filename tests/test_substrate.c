@@ -687,6 +687,23 @@ typedef struct {
     size_t retracted;
 } retract_ctx;
 
+/* Enqueue the claims in batches of `batch` while `race` acts at the first
+ * progress report (after the first committed batch): at most the batches
+ * in flight then (one per writer, and the first) may get in, and a rerun
+ * adds nothing. Returns what the first run added. */
+static size_t enqueue_racing(donto_store *s, size_t batch, donto_progress_fn race, void *ctx, const char *what) {
+    donto_err err = {{0}};
+    size_t added = 0, again = 0;
+    CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, (int)batch, race, ctx, &added, &err) == 0, "%s",
+          err.msg);
+    CHECK(added >= batch && added <= 3 * batch, "%zu claims queued; after %s only batches in flight may get in", added,
+          what);
+    CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, (int)batch, NULL, NULL, &again, &err) == 0, "%s",
+          err.msg);
+    CHECK_EQ_INT(again, 0);
+    return added;
+}
+
 static void retract_everything(void *ctx, const char *what, size_t done, size_t total) {
     (void)what, (void)done, (void)total;
     retract_ctx *rc = ctx;
@@ -712,15 +729,11 @@ static void test_enqueue_retract_race(void) {
     load_many(s, n);
     retract_ctx rc = {0};
     CHECK(donto_store_open(g_url, &rc.other, &err) == 0, "second handle: %s", err.msg);
-    size_t added = 0, batch = 50;
-    CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, (int)batch, retract_everything, &rc, &added, &err) == 0,
-          "%s", err.msg);
+    size_t batch = 50;
+    enqueue_racing(s, batch, retract_everything, &rc, "the retraction");
     CHECK_EQ_INT(rc.retracted, n);
-    CHECK(added >= batch && added <= 3 * batch, "%zu claims queued; after the retraction only batches in flight may get in", added);
     CHECK(pending(s, DONTO_TARGET_CLAIM) <= (int64_t)(2 * batch), "%lld retracted claims still queued",
           (long long)pending(s, DONTO_TARGET_CLAIM));
-    CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, (int)batch, NULL, NULL, &added, &err) == 0, "%s", err.msg);
-    CHECK_EQ_INT(added, 0);
     donto_store_close(rc.other);
     donto_store_close(s);
 }
@@ -750,18 +763,12 @@ static void embed_everything(void *ctx, const char *what, size_t done, size_t to
 
 static void test_enqueue_vector_race(void) {
     if (strcmp(g_backend, "pg") != 0) return;
-    donto_err err = {{0}};
     donto_store *s = fresh();
-    size_t n = 2000, added = 0, batch = 50;
+    size_t n = 2000;
     load_many(s, n);
     vector_ctx vc = {0};
-    CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, (int)batch, embed_everything, &vc, &added, &err) == 0,
-          "%s", err.msg);
+    enqueue_racing(s, 50, embed_everything, &vc, "their vectors");
     CHECK_EQ_INT(vc.stored, n);
-    CHECK(added >= batch && added <= 3 * batch, "%zu claims queued; after their vectors only batches in flight may get in",
-          added);
-    CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, (int)batch, NULL, NULL, &added, &err) == 0, "%s", err.msg);
-    CHECK_EQ_INT(added, 0);
     donto_store_close(s);
 }
 
