@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "donto/cli.h"
-#include "donto/fetch.h"
 
 static void usage(FILE *f) {
     fprintf(f,

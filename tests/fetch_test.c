@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "donto/cli.h"
 #include "donto/fetch.h"
 
 extern char **environ;

@@ -26,6 +26,8 @@ int donto_load_cmd(int argc, char **argv);
 int donto_wordnet_cmd(int argc, char **argv);
 int donto_enqueue_cmd(int argc, char **argv);
 int donto_retract_cmd(int argc, char **argv);
+/* `donto-embed model fetch [options]` (src/cli/fetch_cmd.c, logic in src/fetch/). */
+int donto_model_fetch_main(int argc, char **argv);
 /* donto-sheaf (src/cli/sheaf_cmd.c): train | eval | infer | sweep; argv[0] = program. */
 int donto_sheaf_main(int argc, char **argv);
 

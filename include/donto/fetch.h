@@ -116,10 +116,6 @@ const donto_fetch_file *donto_fetch_default_files(size_t *n);
  * its .part for the next call to resume. */
 int donto_model_fetch(const donto_fetch_opts *o, donto_err *err);
 
-/* `donto-embed model fetch [options]`: argv[0] is the subcommand name.
- * Returns the process exit status: 0 ok, 1 error, 2 usage. */
-int donto_model_fetch_main(int argc, char **argv);
-
 #ifdef __cplusplus
 }
 #endif

@@ -9,7 +9,7 @@
  * data-* attribute (tests/ref/admin_page_test.py reads them). Edit the text
  * below directly; there is no build step.
  */
-#include "coord/admin.h"
+#include "admin.h"
 
 const char donto_admin_page[] =
     "<!doctype html>\n"

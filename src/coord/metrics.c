@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "coord/admin.h"
+#include "admin.h"
 
 void donto_prom_label(FILE *f, const char *s) {
     for (; s && *s; s++) {

@@ -3,7 +3,7 @@
  * bounded before anything is allocated from them, and a parse either fills
  * the whole struct or leaves nothing to free. */
 #define _POSIX_C_SOURCE 200809L
-#include "coord/protocol.h"
+#include "protocol.h"
 
 #include <float.h>
 #include <inttypes.h>

@@ -43,8 +43,8 @@
 #include <microhttpd.h>
 #include <openssl/evp.h>
 
-#include "coord/admin.h"
-#include "coord/protocol.h"
+#include "admin.h"
+#include "protocol.h"
 #include "donto/coord.h"
 
 #ifndef DONTO_VERSION

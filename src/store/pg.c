@@ -32,7 +32,7 @@
  * entry in each index on that column (migration 6 dropped the second one).
  *
  * Every statement is parameterized and prepared once per connection. */
-#include "store/store_int.h"
+#include "store_int.h"
 
 #include <libpq-fe.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * block the writer in WAL mode. Statements are prepared once per handle and
  * reset after each use so no read snapshot lingers. */
 #define _POSIX_C_SOURCE 200809L
-#include "store/store_int.h"
+#include "store_int.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>

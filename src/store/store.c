@@ -1,6 +1,6 @@
 /* donto-accel: the store's backend-independent parts: names, verdicts,
  * list frees and the URL dispatch. See include/donto/store.h. */
-#include "store/store_int.h"
+#include "store_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "substrate/substrate_int.h"
+#include "substrate_int.h"
 
 #define RDFS_LABEL "http://www.w3.org/2000/01/rdf-schema#label"
 #define SKOS_PREF "http://www.w3.org/2004/02/skos/core#prefLabel"

@@ -6,7 +6,8 @@
  * what has gone since their cursor's snapshot, then COPY the rest straight
  * into the queue (see enq_put). Reads are parameterized; ids travel as one
  * text[] array literal. */
-#include "substrate/substrate_int.h"
+#define _POSIX_C_SOURCE 200809L
+#include "substrate_int.h"
 
 #include <libpq-fe.h>
 #include <pthread.h>

@@ -3,7 +3,7 @@
  * prepared once per call and stepped per row, which SQLite runs at
  * in-process speed (no round trips to save). Time columns hold Unix ms. */
 #define _POSIX_C_SOURCE 200809L
-#include "substrate/substrate_int.h"
+#include "substrate_int.h"
 
 #include <sqlite3.h>
 #include <stdio.h>

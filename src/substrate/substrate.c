@@ -1,7 +1,7 @@
 /* donto-accel: the substrate's backend-independent logic: enqueue (keyset
  * batches: scan, render in C, bulk insert), retraction, display texts, and
  * the buffered writer the loaders use. See include/donto/substrate.h. */
-#include "substrate/substrate_int.h"
+#include "substrate_int.h"
 
 #include <stdlib.h>
 #include <string.h>

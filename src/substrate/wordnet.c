@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "substrate/substrate_int.h"
+#include "substrate_int.h"
 
 /* pointer symbol -> (relation name, phrase); pos 0 = any part of speech. */
 static const struct {

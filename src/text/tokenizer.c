@@ -41,7 +41,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "text/unicode_compat.h"
+#include "unicode_compat.h"
 
 /* max_input_chars_per_word is bounded so that per-call scratch stays small
  * (4 bytes + 5 bytes per character, see enc_scratch_bytes). */

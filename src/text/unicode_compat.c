@@ -3,7 +3,7 @@
  * tokenizers 0.19.1 vs utf8proc 2.8.0 (Unicode 15.0.0): 574 code points, 123 ranges.
  * Each range: how HF's older Unicode tables see those code points.
  */
-#include "text/unicode_compat.h"
+#include "unicode_compat.h"
 
 const donto_ucompat donto_ucompat_table[] = {
     {0x0061D, 0x0061D, DONTO_UK_OTHER, 0, 0},

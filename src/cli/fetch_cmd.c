@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "donto/cli.h"
 #include "donto/fetch.h"
 
 static void usage(FILE *f) {
