@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     long limit = atol(arg(argc, argv, "--limit", "0"));
     int nt = atoi(arg(argc, argv, "--threads", "1"));
     openblas_set_num_threads(1);
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_bert_weights *w;
     if (donto_bert_load(model, &w, &err)) {
         fprintf(stderr, "%s\n", err.msg);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "donto/store.h"
+#include "donto/substrate.h"
 
 int main(int argc, char **argv) {
     if (argc < 4 || argc > 5) {
@@ -22,9 +23,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_fabric_fill: unknown target %s\n", argv[4]);
         return 2;
     }
-    donto_err e = {{0}};
+    donto_err e = {0};
     donto_store *s = NULL;
-    if (donto_store_open(argv[1], &s, &e) || s->ops->migrate(s, &e)) {
+    if (donto_store_open(argv[1], &s, &e) || donto_substrate_migrate(s, &e)) {
         fprintf(stderr, "bench_fabric_fill: %s\n", e.msg);
         donto_store_close(s);
         return 1;
@@ -60,7 +61,7 @@ int main(int argc, char **argv) {
         }
         if (n == BATCH || (len <= 0 && n > 0)) {
             size_t added = 0;
-            if (s->ops->enqueue(s, it, n, &added, &e)) {
+            if (donto_store_enqueue(s, it, n, &added, &e)) {
                 fprintf(stderr, "bench_fabric_fill: enqueue: %s\n", e.msg);
                 rc = 1;
             }

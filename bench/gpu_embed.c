@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
     fclose(f);
     if (!n) die("no texts in the corpus");
 
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_encoder *enc;
     double t0 = donto_now();
     if (donto_encoder_open(model, &o, &enc, &err)) {

@@ -166,7 +166,7 @@ static void one_set(const char *name, const float *x, size_t n, int d, const flo
     printf("%-10s n=%zu dim=%d exact (sgemv + heap, 1 query at a time): %.1f q/s  p50 %.3f ms  p99 %.3f ms  (%zu queries)\n",
            name, n, d, ex.qps, ex.p50, ex.p99, nq_exact);
     fflush(stdout);
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_ann *a = NULL;
     t0 = donto_now();
     if (donto_ann_build(d, x, n, o, &a, &err)) {

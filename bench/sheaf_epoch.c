@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
     if (!graph || epochs < 1) return fprintf(stderr, "usage: bench_sheaf_epoch --graph G [options]\n"), 2;
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_graph g;
     int rc;
     if (!strncmp(graph, "random:", 7)) {

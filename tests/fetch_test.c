@@ -529,7 +529,7 @@ static void sc_full(fixture *fx) {
     seen sn = {0};
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
     o.endpoint = NULL;
-    donto_err err = {{0}};
+    donto_err err = {0};
     int rc = donto_model_fetch(&o, &err);
     unsetenv("HF_ENDPOINT");
     unsetenv("HF_TOKEN");
@@ -567,7 +567,7 @@ static void sc_resume(fixture *fx) {
     donto_fetch_stats st;
     seen sn = {0};
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
-    donto_err err = {{0}};
+    donto_err err = {0};
     int rc = donto_model_fetch(&o, &err);
     CHECK(rc == 0, "resume failed: %s", err.msg);
     check_all_installed(fx);
@@ -638,7 +638,7 @@ static void sc_range_ignored(fixture *fx) {
     donto_fetch_stats st;
     seen sn = {0};
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
-    donto_err err = {{0}};
+    donto_err err = {0};
     int rc = donto_model_fetch(&o, &err);
     CHECK(rc == 0, "fetch failed: %s", err.msg);
     check_all_installed(fx);
@@ -659,7 +659,7 @@ static void sc_digest_mismatch(fixture *fx) {
     donto_fetch_stats st;
     seen sn = {0};
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
-    donto_err err = {{0}};
+    donto_err err = {0};
     int rc = donto_model_fetch(&o, &err);
     CHECK(rc != 0, "a wrong digest was accepted");
     CHECK_STR_CONTAINS(err.msg, "vocab.txt: SHA-256 mismatch");
@@ -686,7 +686,7 @@ static void sc_size_mismatch(fixture *fx) {
     donto_fetch_stats st;
     seen sn = {0};
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
-    donto_err err = {{0}};
+    donto_err err = {0};
     /* The server has fewer bytes than pinned. */
     fx->table[3].size = BIG + 1;
     int rc = donto_model_fetch(&o, &err);
@@ -711,7 +711,7 @@ static void sc_http_404(fixture *fx) {
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
     o.files = t;
     o.n_files = NFILES + 1;
-    donto_err err = {{0}};
+    donto_err err = {0};
     int rc = donto_model_fetch(&o, &err);
     CHECK(rc != 0, "404 accepted");
     CHECK_STR_CONTAINS(err.msg, "sub/missing.bin: HTTP 404");
@@ -747,7 +747,7 @@ static void sc_present_skipped(fixture *fx) {
     donto_fetch_stats st;
     seen sn = {0};
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
-    donto_err err = {{0}};
+    donto_err err = {0};
     CHECK(donto_model_fetch(&o, &err) == 0, "first fetch: %s", err.msg);
     fx_clear_log(fx);
     seen sn2 = {0};
@@ -769,7 +769,7 @@ static void sc_present_corrupt(fixture *fx) {
     donto_fetch_stats st;
     seen sn = {0};
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
-    donto_err err = {{0}};
+    donto_err err = {0};
     CHECK(donto_model_fetch(&o, &err) == 0, "first fetch: %s", err.msg);
     char p[PATHMAX];
     dest_path(fx, "vocab.txt", "", p);
@@ -797,7 +797,7 @@ static void sc_interrupted(fixture *fx) {
     donto_fetch_stats st;
     seen sn = {0};
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
-    donto_err err = {{0}};
+    donto_err err = {0};
     int rc = donto_model_fetch(&o, &err);
     CHECK(rc != 0, "a dropped connection went unnoticed");
     CHECK_STR_CONTAINS(err.msg, "model.safetensors: download from ");
@@ -847,7 +847,7 @@ static void sc_part_locked(fixture *fx) {
     donto_fetch_stats st;
     seen sn = {0};
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
-    donto_err err = {{0}};
+    donto_err err = {0};
     int rc = donto_model_fetch(&o, &err);
     CHECK(rc != 0, "fetch wrote into a .part another process holds");
     CHECK_STR_CONTAINS(err.msg, "model.safetensors.part is locked by another fetch");
@@ -868,7 +868,7 @@ static void sc_stall_timeout(fixture *fx) {
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
     o.low_speed_time_s = 1;
     o.low_speed_bytes = 1000;
-    donto_err err = {{0}};
+    donto_err err = {0};
     double t0 = donto_now();
     int rc = donto_model_fetch(&o, &err);
     double dt = donto_now() - t0;
@@ -891,7 +891,7 @@ static void sc_write_error(fixture *fx) {
     donto_fetch_stats st;
     seen sn = {0};
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
-    donto_err err = {{0}};
+    donto_err err = {0};
     int rc = donto_model_fetch(&o, &err);
     setrlimit(RLIMIT_FSIZE, &old);
     CHECK(rc != 0, "write failure went unnoticed");
@@ -914,7 +914,7 @@ static void sc_unpinned(fixture *fx) {
     donto_fetch_stats st;
     seen sn = {0};
     donto_fetch_opts o = fx_opts(fx, &st, &sn);
-    donto_err err = {{0}};
+    donto_err err = {0};
     fx->table[2].sha256 = NULL;
     int rc = donto_model_fetch(&o, &err);
     CHECK(rc != 0, "unpinned file accepted without no_verify");
@@ -1002,7 +1002,7 @@ static void sc_pinned_default(fixture *fx) {
     o.revision = NULL; /* defaults: the pinned repo and commit */
     o.files = t;
     o.n_files = NBGE;
-    donto_err err = {{0}};
+    donto_err err = {0};
     int rc = donto_model_fetch(&o, &err);
     CHECK(rc == 0, "pinned default files: %s", err.msg);
     CHECK_EQ_INT(st.files_downloaded, NBGE);

@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
         else return fprintf(stderr, "sheaf_dump: unknown option %s\n", a), 2;
     }
     if (!out) return fprintf(stderr, "usage: sheaf_dump --out DIR [--graph random|texas|...] [model options]\n"), 2;
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_graph g;
     int rc = !strcmp(graph, "random") ? donto_graph_random(&g, 300, 24, 4, 900, 3, &err)
                                       : donto_graph_load(&g, graph, data_dir, NULL, &err);

@@ -75,7 +75,7 @@ static void test_kind(const char *kind, const char *search, double min_recall) {
     o.kind = kind;
     if (!kind) kind = "auto"; /* for messages */
     o.search = search;
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_ann *a = NULL;
     /* Half at build, half added: labels must continue. */
     CHECK(donto_ann_build(D, x, n / 2, &o, &a, &err) == 0, "%s build: %s", kind, err.msg);
@@ -154,7 +154,7 @@ out:
 }
 
 static void test_errors(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_ann *a = NULL;
     char path[512];
     snprintf(path, sizeof path, "%s/not-an-index", g_dir);

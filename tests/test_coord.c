@@ -68,7 +68,7 @@ typedef struct {
 
 #define DB(s) (((fakeh *)(s))->db)
 
-static int f_migrate(donto_store *s, donto_err *e) { return DB(s)->down ? donto_seterr(e, "fake: down") : 0; }
+static int f_migrate(donto_store *s, const donto_migrations *set, donto_err *e) { return DB(s)->down ? donto_seterrc(e, DONTO_E_UNAVAILABLE, "fake: down") : 0; }
 
 static int f_enqueue(donto_store *s, const donto_enqueue_item *items, size_t n, size_t *added, donto_err *e) {
     fakedb *db = DB(s);
@@ -91,7 +91,7 @@ static int f_enqueue(donto_store *s, const donto_enqueue_item *items, size_t n, 
 static int f_lease(donto_store *s, const char *w, int n, int target, int64_t now, int64_t ttl, donto_lease_batch *out,
                    donto_err *e) {
     fakedb *db = DB(s);
-    if (db->down) return donto_seterr(e, "fake: down");
+    if (db->down) return donto_seterrc(e, DONTO_E_UNAVAILABLE, "fake: down");
     if (db->slow_ms) nanosleep(&(struct timespec){0, (long)db->slow_ms * 1000000L}, NULL);
     pthread_mutex_lock(&db->mu);
     out->items = calloc(FAKE_ITEMS, sizeof *out->items);
@@ -122,7 +122,7 @@ static fitem *f_find(fakedb *db, int target, const char *id) {
 static int f_submit(donto_store *s, const char *w, const donto_submit_item *items, size_t n, int64_t now,
                     donto_submit_result *res, donto_err *e) {
     fakedb *db = DB(s);
-    if (db->down) return donto_seterr(e, "fake: down");
+    if (db->down) return donto_seterrc(e, DONTO_E_UNAVAILABLE, "fake: down");
     pthread_mutex_lock(&db->mu);
     res->upserted = 0;
     for (size_t i = 0; i < n; i++) {
@@ -143,7 +143,7 @@ static int f_submit(donto_store *s, const char *w, const donto_submit_item *item
 static int f_release(donto_store *s, const char *w, const donto_submit_item *items, size_t n, size_t *released,
                      donto_err *e) {
     fakedb *db = DB(s);
-    if (db->down) return donto_seterr(e, "fake: down");
+    if (db->down) return donto_seterrc(e, DONTO_E_UNAVAILABLE, "fake: down");
     pthread_mutex_lock(&db->mu);
     *released = 0;
     for (size_t i = 0; i < n; i++) {
@@ -160,7 +160,7 @@ static int f_release(donto_store *s, const char *w, const donto_submit_item *ite
 
 static int f_report(donto_store *s, const char *w, const char *kind, const char *msg, int64_t now, donto_err *e) {
     fakedb *db = DB(s);
-    if (db->down) return donto_seterr(e, "fake: down");
+    if (db->down) return donto_seterrc(e, DONTO_E_UNAVAILABLE, "fake: down");
     pthread_mutex_lock(&db->mu);
     db->nreports++;
     snprintf(db->last_report, sizeof db->last_report, "%s", msg);
@@ -171,7 +171,7 @@ static int f_report(donto_store *s, const char *w, const char *kind, const char 
 
 static int f_stats(donto_store *s, int64_t now, donto_target_stats out[DONTO_TARGET_N], donto_err *e) {
     fakedb *db = DB(s);
-    if (db->down) return donto_seterr(e, "fake: down");
+    if (db->down) return donto_seterrc(e, DONTO_E_UNAVAILABLE, "fake: down");
     pthread_mutex_lock(&db->mu);
     memset(out, 0, sizeof(donto_target_stats) * DONTO_TARGET_N);
     for (int i = 0; i < db->n; i++) {
@@ -203,7 +203,7 @@ static int f_token_add(donto_store *s, const char *name, donto_role role, const 
 static int f_token_check(donto_store *s, const uint8_t hash[32], int *found, donto_role *role, char *name,
                          size_t cap, donto_err *e) {
     fakedb *db = DB(s);
-    if (db->down) return donto_seterr(e, "fake: down");
+    if (db->down) return donto_seterrc(e, DONTO_E_UNAVAILABLE, "fake: down");
     *found = 0;
     for (int i = 0; i < db->ntok; i++)
         if (!CRYPTO_memcmp(db->tok[i].hash, hash, 32) && !db->tok[i].revoked) {
@@ -223,7 +223,7 @@ static int f_token_revoke(donto_store *s, const char *name, int *revoked, donto_
     return 0;
 }
 
-static int f_ping(donto_store *s, donto_err *e) { return DB(s)->down ? donto_seterr(e, "fake: unreachable") : 0; }
+static int f_ping(donto_store *s, donto_err *e) { return DB(s)->down ? donto_seterrc(e, DONTO_E_UNAVAILABLE, "fake: unreachable") : 0; }
 
 static void f_close(donto_store *s) { free(s); }
 
@@ -387,7 +387,7 @@ static char *dumps(json_t *j) {
 static int64_t embedded_total(donto_store *s) {
     donto_target_stats st[DONTO_TARGET_N];
     donto_err e;
-    if (s->ops->stats(s, INT64_MAX / 2, st, &e)) return -1;
+    if (donto_store_stats(s, INT64_MAX / 2, st, &e)) return -1;
     int64_t n = 0;
     for (int t = 0; t < DONTO_TARGET_N; t++) n += st[t].embedded;
     return n;
@@ -415,7 +415,7 @@ static donto_coord *start(int (*open)(void *, donto_store **, donto_err *), void
     cfg.pool_wait_s = 5;
     cfg.version = "test";
     donto_coord *c = NULL;
-    donto_err e = {{0}};
+    donto_err e = {0};
     CHECK(donto_coord_start(&cfg, &c, &e) == 0, "start: %s", e.msg);
     g_port = donto_coord_port(c);
     CHECK(g_port > 0, "port %d", g_port);
@@ -429,23 +429,23 @@ static const char *TOK_A = "admin-token-abcdef";
 static const char *TOK_R = "revoked-token-xyz";
 
 static void seed(donto_store *s) {
-    donto_err e = {{0}};
+    donto_err e = {0};
     static const char *ids[] = {"c1", "c2", "c3", "c4", "c5"};
     donto_enqueue_item q[6];
     for (int i = 0; i < 5; i++)
         q[i] = (donto_enqueue_item){DONTO_TARGET_CLAIM, ids[i], "some claim text", "BAAI/bge-small-en-v1.5"};
     q[5] = (donto_enqueue_item){DONTO_TARGET_ENTITY, "http://ex.org/e1", "an entity", "BAAI/bge-small-en-v1.5"};
     size_t added = 0;
-    CHECK(s->ops->enqueue(s, q, 6, &added, &e) == 0 && added == 6, "enqueue: %s (%zu)", e.msg, added);
+    CHECK(donto_store_enqueue(s, q, 6, &added, &e) == 0 && added == 6, "enqueue: %s (%zu)", e.msg, added);
     uint8_t h[32];
     hash_of(TOK_W, h);
-    CHECK(s->ops->token_add(s, "worker", DONTO_ROLE_CONTRIBUTOR, h, g_clock_ms, &e) == 0, "%s", e.msg);
+    CHECK(donto_store_token_add(s, "worker", DONTO_ROLE_CONTRIBUTOR, h, g_clock_ms, &e) == 0, "%s", e.msg);
     hash_of(TOK_A, h);
-    CHECK(s->ops->token_add(s, "admin", DONTO_ROLE_ADMIN, h, g_clock_ms, &e) == 0, "%s", e.msg);
+    CHECK(donto_store_token_add(s, "admin", DONTO_ROLE_ADMIN, h, g_clock_ms, &e) == 0, "%s", e.msg);
     hash_of(TOK_R, h);
-    CHECK(s->ops->token_add(s, "gone", DONTO_ROLE_ADMIN, h, g_clock_ms, &e) == 0, "%s", e.msg);
+    CHECK(donto_store_token_add(s, "gone", DONTO_ROLE_ADMIN, h, g_clock_ms, &e) == 0, "%s", e.msg);
     int rv = 0;
-    CHECK(s->ops->token_revoke(s, "gone", &rv, &e) == 0 && rv == 1, "revoke: %s", e.msg);
+    CHECK(donto_store_token_revoke(s, "gone", &rv, &e) == 0 && rv == 1, "revoke: %s", e.msg);
 }
 
 /* s: a handle of its own onto the same database, to look at it directly. */
@@ -691,6 +691,33 @@ static void test_limits(fakedb *db) {
     donto_coord_stop(c, 5);
 }
 
+/* A store failure's code decides the answer, through one table: a busy or
+ * unreachable database is 503 (retry), anything unclassified 500; the store's
+ * own message never reaches the client. Faults injected into the real store
+ * of the running coordinator. */
+static void test_failure_codes(void) {
+    json_t *j;
+    donto_store_fault("lease", 1, DONTO_E_UNAVAILABLE);
+    long st = http("POST", "/lease", TOK_W, "{\"worker_id\": \"w\", \"n\": 1}", &j);
+    CHECK_ERR(st, j, 503, "database_unavailable");
+    CHECK(!strstr(jstr(j, "message"), "injected"), "the store's message reached the client");
+    json_decref(j);
+    donto_store_fault("lease", 1, DONTO_E_INTERNAL);
+    st = http("POST", "/lease", TOK_W, "{\"worker_id\": \"w\", \"n\": 1}", &j);
+    CHECK_ERR(st, j, 500, "store_error");
+    json_decref(j);
+    donto_store_fault("token_check", 1, DONTO_E_UNAVAILABLE);
+    st = http("GET", "/stats", TOK_A, NULL, &j);
+    CHECK_ERR(st, j, 503, "database_unavailable");
+    json_decref(j);
+    /* /stats without the optional parts still answers (their failure is logged). */
+    donto_store_fault("series", 1, DONTO_E_UNAVAILABLE);
+    st = http("GET", "/stats", TOK_A, NULL, &j);
+    CHECK(st == 200, "stats with the series failing: %ld", st);
+    json_decref(j);
+    donto_store_fault(NULL, 0, DONTO_E_NONE);
+}
+
 static void test_down(fakedb *db) {
     donto_coord *c = start(open_fake, db, 2, 2, 0);
     db->down = 1;
@@ -778,7 +805,7 @@ static void test_base(fakedb *db) {
     cfg.open_store = open_fake;
     cfg.open_ctx = db;
     donto_coord *c = NULL;
-    donto_err e = {{0}};
+    donto_err e = {0};
     CHECK(donto_coord_start(&cfg, &c, &e) == 0, "%s", e.msg);
     g_port = donto_coord_port(c);
     g_base = "/api/v2";
@@ -823,7 +850,7 @@ static void test_tls(fakedb *db) {
     CHECK(system(cmd) == 0, "openssl could not make a test certificate (is the openssl tool installed?)");
     char *cert_pem = NULL, *key_pem = NULL;
     size_t n;
-    donto_err e = {{0}};
+    donto_err e = {0};
     CHECK(donto_read_file(crt, &cert_pem, &n, &e) == 0 && donto_read_file(key, &key_pem, &n, &e) == 0, "read PEM: %s",
           e.msg);
     donto_coord_config cfg;
@@ -988,13 +1015,13 @@ static void test_cli(void) {
     /* status: the queue's figures from the database, as text and as JSON. */
     {
         donto_store *s = NULL;
-        donto_err e = {{0}};
+        donto_err e = {0};
         CHECK(donto_store_open(db, &s, &e) == 0, "open: %s", e.msg);
         donto_enqueue_item q[3] = {{DONTO_TARGET_CLAIM, "c1", "x", "BAAI/bge-small-en-v1.5"},
                                    {DONTO_TARGET_CLAIM, "c2", "y", "BAAI/bge-small-en-v1.5"},
                                    {DONTO_TARGET_ENTITY, "e1", "z", "BAAI/bge-small-en-v1.5"}};
         size_t added = 0;
-        CHECK(s && s->ops->enqueue(s, q, 3, &added, &e) == 0 && added == 3, "enqueue: %s", e.msg);
+        CHECK(s && donto_store_enqueue(s, q, 3, &added, &e) == 0 && added == 3, "enqueue: %s", e.msg);
         donto_store_close(s);
         char *st[] = {exe, "status", "--db", db, "--json", NULL};
         CHECK(run_out(st, out, sizeof out) == 0, "status --json");
@@ -1025,8 +1052,8 @@ static int main_pg(void) {
     const char *url = getenv("DONTO_TEST_PG_URL");
     CHECK(url != NULL, "DONTO_TEST_PG_URL not set (run through scripts/pg-test-server)");
     donto_store *s = NULL;
-    donto_err e = {{0}};
-    if (url && donto_store_open(url, &s, &e) == 0 && s->ops->migrate(s, &e) == 0) {
+    donto_err e = {0};
+    if (url && donto_store_open(url, &s, &e) == 0 && donto_store_migrate(s, &e) == 0) {
         seed(s);
         donto_coord *c = start(open_url, (void *)url, 4, 3, 0);
         scenario(s, "postgres store");
@@ -1055,7 +1082,7 @@ int main(int argc, char **argv) {
         donto_coord *c = start(open_fake, &db, 2, 2, 0);
         scenario(s, "fake store");
         donto_coord_stop(c, 5);
-        s->ops->close(s);
+        donto_store_close(s);
     }
     test_limits(&db);
     test_down(&db);
@@ -1069,11 +1096,12 @@ int main(int argc, char **argv) {
     int fd = mkstemp(path);
     if (fd >= 0) close(fd);
     donto_store *s = NULL;
-    donto_err e = {{0}};
-    if (fd >= 0 && donto_store_open(path, &s, &e) == 0 && s->ops->migrate(s, &e) == 0) {
+    donto_err e = {0};
+    if (fd >= 0 && donto_store_open(path, &s, &e) == 0 && donto_store_migrate(s, &e) == 0) {
         seed(s);
         donto_coord *c = start(open_url, path, 2, 2, 0);
         scenario(s, "sqlite store");
+        test_failure_codes();
         donto_coord_stop(c, 5);
     } else {
         CHECK(0, "sqlite store: %s", e.msg);

@@ -294,7 +294,7 @@ static pid_t fork_worker(const wcfg *w) {
 
 static void enqueue(int target, const char *prefix, int n) {
     donto_store *s = NULL;
-    donto_err e = {{0}};
+    donto_err e = {0};
     if (donto_store_open(g_db, &s, &e)) {
         CHECK(0, "open %s: %s", g_db, e.msg);
         return;
@@ -306,7 +306,7 @@ static void enqueue(int target, const char *prefix, int n) {
         it[i] = (donto_enqueue_item){(donto_target)target, ids[i], "some text to embed", MODEL};
     }
     size_t added = 0;
-    CHECK(s->ops->enqueue(s, it, (size_t)n, &added, &e) == 0 && added == (size_t)n, "enqueue: %s", e.msg);
+    CHECK(donto_store_enqueue(s, it, (size_t)n, &added, &e) == 0 && added == (size_t)n, "enqueue: %s", e.msg);
     free(it);
     free(ids);
     donto_store_close(s);
@@ -316,7 +316,7 @@ static void enqueue(int target, const char *prefix, int n) {
  * totals of workers named prefix* sum to n. */
 static void check_exactly_once(int target, const char *prefix, int n, const char *label) {
     donto_store *s = NULL;
-    donto_err e = {{0}};
+    donto_err e = {0};
     if (donto_store_open(g_db, &s, &e)) {
         CHECK(0, "open: %s", e.msg);
         return;
@@ -326,14 +326,14 @@ static void check_exactly_once(int target, const char *prefix, int n, const char
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    CHECK(s->ops->stats(s, now, st, &e) == 0, "stats: %s", e.msg);
+    CHECK(donto_store_stats(s, now, st, &e) == 0, "stats: %s", e.msg);
     CHECK(st[target].embedded == n && st[target].pending == 0 && st[target].leased == 0,
           "%s: embedded %lld pending %lld leased %lld, want %d/0/0", label, (long long)st[target].embedded,
           (long long)st[target].pending, (long long)st[target].leased, n);
     donto_contributor *c = NULL;
     size_t nc = 0;
     int64_t sum = 0;
-    CHECK(s->ops->contributors(s, 100, 0, &c, &nc, &e) == 0, "contributors: %s", e.msg);
+    CHECK(donto_store_contributors(s, 100, 0, &c, &nc, &e) == 0, "contributors: %s", e.msg);
     for (size_t i = 0; i < nc; i++)
         if (!strncmp(c[i].worker_id, prefix, strlen(prefix))) sum += c[i].total;
     CHECK(sum == n, "%s: contributors' totals sum to %lld, want %d (a duplicate or a loss)", label,
@@ -383,10 +383,10 @@ static void case_client_killed(void) {
 
 static int64_t store_embedded(int target) {
     donto_store *s = NULL;
-    donto_err e = {{0}};
+    donto_err e = {0};
     if (donto_store_open(g_db, &s, &e)) return -1;
     donto_target_stats st[DONTO_TARGET_N];
-    int64_t v = s->ops->stats(s, 0, st, &e) ? -1 : st[target].embedded;
+    int64_t v = donto_store_stats(s, 0, st, &e) ? -1 : st[target].embedded;
     donto_store_close(s);
     return v;
 }

@@ -30,7 +30,7 @@ static void check_plan(const int *ntok, size_t n, int budget, int max_seqs) {
     size_t *order = malloc(n * sizeof *order);
     gp_batch *b = malloc(n * sizeof *b);
     size_t nb = 0;
-    donto_err err = {{0}};
+    donto_err err = {0};
     CHECK(gp_sort_by_length(ntok, n, order) == 0, "sort");
     for (size_t i = 1; i < n; i++) {
         int a = ntok[order[i - 1]], c = ntok[order[i]];
@@ -99,7 +99,7 @@ static void test_batcher(void) {
     size_t *order = malloc((size_t)n * sizeof *order);
     gp_batch *b = malloc((size_t)n * sizeof *b);
     size_t nb;
-    donto_err err = {{0}};
+    donto_err err = {0};
     for (int i = 0; i < 1001; i++) l[i] = i == 500 ? 512 : 10;
     gp_sort_by_length(l, 1001, order);
     CHECK(gp_plan_batches(l, order, 1001, 2048, 2048, b, &nb, &err) == 0, "plan");
@@ -124,7 +124,7 @@ static void test_bufplan(void) {
     donto_bert_config c = {.vocab_size = 30522, .hidden = 384, .layers = 6, .heads = 12, .intermediate = 1536,
                            .max_position = 512};
     gp_bufplan p16, p32;
-    donto_err err = {{0}};
+    donto_err err = {0};
     CHECK(gp_bufplan_make(&c, 16384, 16384, 2, 32 << 20, &p16, &err) == 0, "plan bf16: %s", err.msg);
     CHECK(gp_bufplan_make(&c, 16384, 16384, 4, 32 << 20, &p32, &err) == 0, "plan fp32: %s", err.msg);
     const gp_region *r[] = {&p16.x, &p16.xc, &p16.xin, &p16.ctx, &p16.y, &p16.fin, &p16.ws};
@@ -159,7 +159,7 @@ static void test_bufplan(void) {
 
 static void test_ring(void) {
     gp_ring r;
-    donto_err err = {{0}};
+    donto_err err = {0};
     CHECK(gp_ring_init(&r, 0, &err) == -1 && gp_ring_init(&r, GP_MAX_SLOTS + 1, &err) == -1, "bad slot counts accepted");
     CHECK(gp_ring_init(&r, 3, &err) == 0, "init");
     CHECK(gp_ring_oldest(&r) == -1 && gp_ring_retire(&r, 0) == -1, "empty ring retires nothing");
@@ -311,7 +311,7 @@ static float max_diff(const float *a, const float *b, size_t n) {
 }
 
 static void test_stream(const char *dir) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_bert_weights *w;
     if (donto_bert_load(dir, &w, &err)) {
         CHECK(0, "load: %s", err.msg);
@@ -405,7 +405,7 @@ static void test_stream(const char *dir) {
 /* ---------- the encoder's GPU path (chunked, threaded tokenising) ---------- */
 
 static void test_encoder_stream(const char *dir) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_encoder_opts o;
     donto_encoder_default_opts(&o);
     o.threads = 2;
@@ -488,7 +488,7 @@ static void test_encoder_stream(const char *dir) {
 /* ---------- device options in the encoder API ---------- */
 
 static void test_device_opts(const char *dir) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_encoder_opts o;
     donto_encoder *enc = NULL;
     CHECK(donto_device_parse("cpu") == DONTO_DEVICE_CPU && donto_device_parse("cuda") == DONTO_DEVICE_CUDA &&

@@ -29,7 +29,7 @@ static const char *mkmodel(const char *name, const tiny_spec *s) {
 /* Load must fail and the message must contain `needle`. */
 static void expect_load_error(const char *dir, const char *needle) {
     donto_bert_weights *w = NULL;
-    donto_err err = {{0}};
+    donto_err err = {0};
     int rc = donto_bert_load(dir, &w, &err);
     CHECK(rc == -1 && w == NULL, "load of %s should fail", dir);
     CHECK_STR_CONTAINS(err.msg, needle);
@@ -59,7 +59,7 @@ static void test_bad_files(void) {
 
     d = mkmodel("ok", &s);
     donto_bert_weights *w = NULL;
-    donto_err err = {{0}};
+    donto_err err = {0};
     CHECK(donto_bert_load(d, &w, &err) == 0, "good tiny model: %s", err.msg);
     if (w) {
         CHECK_EQ_INT(w->cfg.hidden, 16);
@@ -173,7 +173,7 @@ static void test_encoder(void) {
         tiny_default(&s);
         s.pooling = pool;
         const char *d = mkmodel(pool ? "enc_mean" : "enc_cls", &s);
-        donto_err err = {{0}};
+        donto_err err = {0};
         donto_encoder_opts o;
         donto_encoder_default_opts(&o);
         o.threads = 2;

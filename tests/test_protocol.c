@@ -53,7 +53,7 @@ static void test_tables(void) {
 
 static void test_lease(void) {
     donto_lease_req q;
-    donto_err e = {{0}};
+    donto_err e = {0};
     const char *ok = "{\"worker_id\": \"w1\", \"n\": 16, \"target\": \"claim\"}";
     CHECK(donto_proto_parse_lease(ok, strlen(ok), &q, &e) == 0, "%s", e.msg);
     CHECK(!strcmp(q.worker_id, "w1") && q.n == 16 && q.target == DONTO_TARGET_CLAIM && !q.capped, "fields");
@@ -142,7 +142,7 @@ static void test_submit_good(void) {
              "\"model\": \"sentence-transformers/all-MiniLM-L6-v2\", \"extra\": {\"ignored\": true}}]}",
              arr, b64, b64);
     donto_items_req r;
-    donto_err e = {{0}};
+    donto_err e = {0};
     CHECK(parse_submit_s(body, &r, &e) == 0, "%s", e.msg);
     CHECK_EQ_INT(r.n, 3);
     if (r.n == 3) {
@@ -191,7 +191,7 @@ static const char *one(const char *member) {
     snprintf(body, cap, "{\"worker_id\": \"w\", \"items\": [{\"target\": \"claim\", \"item_id\": \"x\", %s}]}",
              member);
     donto_items_req r;
-    donto_err e = {{0}};
+    donto_err e = {0};
     const char *res;
     if (parse_submit_s(body, &r, &e)) {
         res = "PARSE";
@@ -237,7 +237,7 @@ static void test_b64_lift(void) {
     size_t bl = strlen(b);
     char *body = malloc(4 * bl + 1024);
     donto_items_req r;
-    donto_err e = {{0}};
+    donto_err e = {0};
     /* Three items: a real vector, a literal placeholder, a real one again,
      * with odd spacing around the colons. */
     sprintf(body, "{\"worker_id\":\"w\",\"items\":[{\"target\":\"claim\",\"item_id\":\"a\",\"vector_b64\" :  \"%s\"},"
@@ -360,7 +360,7 @@ static void test_submit_vectors(void) {
         const char *b = "{\"worker_id\": \"NaN \\\"Infinity\", \"items\": [{\"target\": \"claim\", "
                         "\"item_id\": \"NaN-Infinity\", \"vector\": [NaN]}]}";
         donto_items_req r;
-        donto_err e = {{0}};
+        donto_err e = {0};
         CHECK(parse_submit_s(b, &r, &e) == 0, "%s", e.msg);
         CHECK(r.n == 1 && !strcmp(r.items[0].item_id, "NaN-Infinity") && !strcmp(r.worker_id, "NaN \"Infinity"),
               "strings untouched");
@@ -435,7 +435,7 @@ static void test_submit_structure(void) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         donto_items_req r;
-        donto_err e = {{0}};
+        donto_err e = {0};
         CHECK(parse_submit_s(bad[i], &r, &e) == -1, "accepted bad submit #%zu", i);
         CHECK(e.msg[0], "no message #%zu", i);
         CHECK(r.items == NULL && r.n == 0, "left state #%zu", i);
@@ -450,7 +450,7 @@ static void test_submit_structure(void) {
             "{\"target\": \"claim\", \"item_id\": \"b\", \"vector\": %s}, {\"target\": \"claim\"}]}",
             a, a);
     donto_items_req r;
-    donto_err e = {{0}};
+    donto_err e = {0};
     CHECK(parse_submit_s(body, &r, &e) == -1, "bad third item");
     CHECK_STR_CONTAINS(e.msg, "items[2]");
     free(body);
@@ -479,7 +479,7 @@ static void test_release(void) {
     const char *ok = "{\"worker_id\": \"w\", \"items\": [{\"target\": \"claim\", \"item_id\": \"a\", \"lease_id\": 3},"
                      "{\"target\": \"memory_chunk\", \"item_id\": \"b\"}]}";
     donto_items_req r;
-    donto_err e = {{0}};
+    donto_err e = {0};
     CHECK(donto_proto_parse_release(ok, strlen(ok), &r, &e) == 0, "%s", e.msg);
     CHECK(r.n == 2 && r.items[0].lease_id == 3 && r.items[1].target == DONTO_TARGET_MEMORY_CHUNK, "release items");
     CHECK(r.items[0].vector == NULL && r.items[0].reason == NULL, "no vector needed");
@@ -493,7 +493,7 @@ static void test_release(void) {
 
 static void test_report(void) {
     donto_report_req q;
-    donto_err e = {{0}};
+    donto_err e = {0};
     const char *ok = "{\"worker_id\": \"w\", \"kind\": \"oom\", \"message\": \"out of memory on GPU 0\"}";
     CHECK(donto_proto_parse_report(ok, strlen(ok), &q, &e) == 0, "%s", e.msg);
     CHECK(!strcmp(q.kind, "oom") && !strcmp(q.message, "out of memory on GPU 0") && !q.truncated, "report");

@@ -22,6 +22,7 @@
 #include "donto/encoder.h"
 #include "donto/recall.h"
 #include "donto/store.h"
+#include "donto/substrate.h"
 
 #define MODEL_NAME "test/all-MiniLM-L6-v2"
 
@@ -48,7 +49,7 @@ static void id_of(int i, char *out, size_t cap) { snprintf(out, cap, "claim-%02d
 
 /* Enqueue, lease and submit texts [from, to) the way a worker does. */
 static void add_items(donto_store *s, int from, int to, int64_t now) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     int n = to - from, dim = donto_encoder_dim(g_enc);
     char ids[NALL][16];
     donto_enqueue_item e[NALL];
@@ -57,9 +58,9 @@ static void add_items(donto_store *s, int from, int to, int64_t now) {
         e[i] = (donto_enqueue_item){DONTO_TARGET_CLAIM, ids[i], TEXTS[from + i], MODEL_NAME};
     }
     size_t added = 0;
-    CHECK(s->ops->enqueue(s, e, (size_t)n, &added, &err) == 0, "enqueue: %s", err.msg);
+    CHECK(donto_store_enqueue(s, e, (size_t)n, &added, &err) == 0, "enqueue: %s", err.msg);
     donto_lease_batch b = {0};
-    CHECK(s->ops->lease(s, "w", n, DONTO_TARGET_CLAIM, now, 60000, &b, &err) == 0, "lease: %s", err.msg);
+    CHECK(donto_store_lease(s, "w", n, DONTO_TARGET_CLAIM, now, 60000, &b, &err) == 0, "lease: %s", err.msg);
     CHECK_EQ_INT(b.n, n);
     float *v = malloc((size_t)n * dim * sizeof *v);
     const char *tx[NALL];
@@ -70,7 +71,7 @@ static void add_items(donto_store *s, int from, int to, int64_t now) {
     for (size_t i = 0; i < b.n; i++)
         si[i] = (donto_submit_item){b.items[i].target, b.items[i].item_id, b.items[i].lease_id, v + i * dim, dim, NULL};
     donto_submit_result res = {.reject = rj};
-    CHECK(s->ops->submit(s, "w", si, b.n, now, &res, &err) == 0, "submit: %s", err.msg);
+    CHECK(donto_store_submit(s, "w", si, b.n, now, &res, &err) == 0, "submit: %s", err.msg);
     CHECK_EQ_INT(res.upserted, n);
     free(v);
     donto_lease_batch_free(&b);
@@ -80,7 +81,7 @@ static void add_items(donto_store *s, int from, int to, int64_t now) {
 static void expect_top(donto_recall *r, donto_store *s, const char *q, int want, donto_recall_info *info) {
     donto_recall_hit *h = NULL;
     size_t n = 0;
-    donto_err err = {{0}};
+    donto_err err = {0};
     char wid[16];
     id_of(want, wid, sizeof wid);
     CHECK(donto_recall_query(r, s, DONTO_TARGET_CLAIM, q, 3, &h, &n, info, &err) == 0, "recall '%s': %s", q, err.msg);
@@ -94,9 +95,9 @@ static void expect_top(donto_recall *r, donto_store *s, const char *q, int want,
 static int file_exists(const char *p) { return access(p, F_OK) == 0; }
 
 static void test_library(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_store *s = NULL;
-    CHECK(donto_store_open(g_db, &s, &err) == 0 && s->ops->migrate(s, &err) == 0, "open: %s", err.msg);
+    CHECK(donto_store_open(g_db, &s, &err) == 0 && donto_substrate_migrate(s, &err) == 0, "open: %s", err.msg);
     if (!s) return;
     add_items(s, 0, NFIRST, 1000);
 
@@ -246,18 +247,18 @@ static const char *jerr(json_t *j) {
 }
 
 static void test_route(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_store *s = NULL;
     CHECK(donto_store_open(g_db, &s, &err) == 0, "%s", err.msg);
     if (!s) return;
     uint8_t hash[32];
     unsigned hl;
     EVP_Digest("tok-contrib", 11, hash, &hl, EVP_sha256(), NULL);
-    CHECK(s->ops->token_add(s, "contrib", DONTO_ROLE_CONTRIBUTOR, hash, 1, &err) == 0, "%s", err.msg);
+    CHECK(donto_store_token_add(s, "contrib", DONTO_ROLE_CONTRIBUTOR, hash, 1, &err) == 0, "%s", err.msg);
     EVP_Digest("tok-revoked", 11, hash, &hl, EVP_sha256(), NULL);
-    CHECK(s->ops->token_add(s, "gone", DONTO_ROLE_CONTRIBUTOR, hash, 1, &err) == 0, "%s", err.msg);
+    CHECK(donto_store_token_add(s, "gone", DONTO_ROLE_CONTRIBUTOR, hash, 1, &err) == 0, "%s", err.msg);
     int revoked = 0;
-    CHECK(s->ops->token_revoke(s, "gone", &revoked, &err) == 0 && revoked, "%s", err.msg);
+    CHECK(donto_store_token_revoke(s, "gone", &revoked, &err) == 0 && revoked, "%s", err.msg);
     /* 120 predicate vectors (unit, deterministic) to see k capped at 100. */
     int dim = donto_encoder_dim(g_enc);
     for (int i = 0; i < 120; i++) {
@@ -265,10 +266,10 @@ static void test_route(void) {
         snprintf(id, sizeof id, "pred-%03d", i);
         donto_enqueue_item e = {DONTO_TARGET_PREDICATE, id, "p", MODEL_NAME};
         size_t added;
-        s->ops->enqueue(s, &e, 1, &added, &err);
+        donto_store_enqueue(s, &e, 1, &added, &err);
     }
     donto_lease_batch b = {0};
-    CHECK(s->ops->lease(s, "w", 200, DONTO_TARGET_PREDICATE, 3000, 60000, &b, &err) == 0 && b.n == 120, "%s", err.msg);
+    CHECK(donto_store_lease(s, "w", 200, DONTO_TARGET_PREDICATE, 3000, 60000, &b, &err) == 0 && b.n == 120, "%s", err.msg);
     float *v = calloc((size_t)b.n * dim, sizeof *v);
     donto_submit_item *si = calloc(b.n, sizeof *si);
     donto_reject *rj = calloc(b.n, sizeof *rj);
@@ -277,7 +278,7 @@ static void test_route(void) {
         si[i] = (donto_submit_item){b.items[i].target, b.items[i].item_id, b.items[i].lease_id, v + i * dim, dim, NULL};
     }
     donto_submit_result res = {.reject = rj};
-    CHECK(s->ops->submit(s, "w", si, b.n, 3000, &res, &err) == 0, "%s", err.msg);
+    CHECK(donto_store_submit(s, "w", si, b.n, 3000, &res, &err) == 0, "%s", err.msg);
     free(v), free(si), free(rj);
     donto_lease_batch_free(&b);
     donto_store_close(s);
@@ -361,7 +362,7 @@ int main(void) {
     if (!mkdtemp(g_dir)) return perror("mkdtemp"), 1;
     snprintf(g_db, sizeof g_db, "%s/donto.db", g_dir);
     snprintf(g_prefix, sizeof g_prefix, "%s/donto.db", g_dir);
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_encoder_opts eo;
     donto_encoder_default_opts(&eo);
     eo.threads = 2;

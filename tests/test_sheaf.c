@@ -18,7 +18,7 @@ static double loss_at(donto_sheaf_model *m, const donto_graph *g, int training) 
 /* For each tensor: directional derivative along a random direction, central differences
  * in float32 vs the analytic gradient. */
 static void fd_check(const char *label, donto_sheaf_hp *hp, const donto_graph *g, int training) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_sheaf_model *m = donto_sheaf_model_new(hp, g, &err);
     CHECK(m != NULL, "%s: %s", label, err.msg);
     if (!m) return;
@@ -66,7 +66,7 @@ static void fd_check(const char *label, donto_sheaf_hp *hp, const donto_graph *g
 }
 
 static void test_fd(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_graph g;
     CHECK(donto_graph_random(&g, 40, 7, 3, 90, 5, &err) == 0, "%s", err.msg);
     struct {
@@ -129,7 +129,7 @@ static const char *data_dir(void) {
 }
 
 static void test_geom_gcn(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     char path[8192];
     snprintf(path, sizeof path, "%s/splits/texas_split_0.6_0.2_0.npz", data_dir());
     donto_npy a;
@@ -169,7 +169,7 @@ static void test_geom_gcn(void) {
 }
 
 static void test_checkpoint_and_determinism(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_graph g;
     CHECK(donto_graph_random(&g, 60, 6, 3, 150, 9, &err) == 0, "%s", err.msg);
     donto_sheaf_hp hp;
@@ -226,7 +226,7 @@ static void test_checkpoint_and_determinism(void) {
 }
 
 static void test_bad_input(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_graph g;
     int src[2] = {0, 5}, dst[2] = {1, 1};
     float x[4] = {1, 2, 3, 4};

@@ -23,7 +23,7 @@ static int g_case;
 static char g_url[512];
 
 static donto_store *fresh(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     if (strcmp(g_backend, "pg") == 0) {
         PGconn *c = PQconnectdb(g_pg_url);
         PGresult *r = PQexec(c, "SET client_min_messages = warning; DROP SCHEMA public CASCADE; CREATE SCHEMA public");
@@ -38,7 +38,7 @@ static donto_store *fresh(void) {
         snprintf(g_url, sizeof g_url, "%s/case%d.db", g_tmpdir, ++g_case);
     }
     donto_store *s = NULL;
-    if (donto_store_open(g_url, &s, &err) || s->ops->migrate(s, &err)) {
+    if (donto_store_open(g_url, &s, &err) || donto_substrate_migrate(s, &err)) {
         fprintf(stderr, "%s: open/migrate %s: %s\n", g_backend, g_url, err.msg);
         exit(1);
     }
@@ -132,7 +132,7 @@ static void test_builders(void) {
     snprintf(vocab, sizeof vocab, "%s/vocab.txt", g_tmpdir);
     write_file(vocab, "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\n##s\n,\n.\n");
     donto_tokenizer *tok = NULL;
-    donto_err err = {{0}};
+    donto_err err = {0};
     CHECK(donto_tokenizer_open(vocab, NULL, &tok, &err) == 0, "%s", err.msg);
     if (tok) {
         /* hello | world ##s , | hello | world . -> 7 pieces + 2 */
@@ -174,14 +174,14 @@ static void test_builders(void) {
 /* ---- helpers for the suite ---------------------------------------------------- */
 
 static void counts(donto_store *s, int64_t out[DONTO_TARGET_N]) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     CHECK(donto_substrate_counts(s, out, &err) == 0, "%s counts: %s", g_backend, err.msg);
 }
 
 static int64_t pending(donto_store *s, donto_target t) {
     donto_target_stats st[DONTO_TARGET_N];
-    donto_err err = {{0}};
-    CHECK(s->ops->stats(s, 0, st, &err) == 0, "%s stats: %s", g_backend, err.msg);
+    donto_err err = {0};
+    CHECK(donto_store_stats(s, 0, st, &err) == 0, "%s stats: %s", g_backend, err.msg);
     return st[t].pending + st[t].leased;
 }
 
@@ -200,7 +200,7 @@ static const char NQ[] =
     "<http://ex.org/cat> <http://ex.org/isA> <http://ex.org/Animal> <http://ex.org/g1> .\n";
 
 static void test_nquads(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_store *s = fresh();
     donto_load_stats st;
     CHECK(load(s, "a.nq", NQ, DONTO_FORMAT_NQUADS, &st, &err) == 0, "%s load: %s", g_backend, err.msg);
@@ -224,7 +224,7 @@ static void test_nquads(void) {
           "%s enqueue: %s", g_backend, err.msg);
     CHECK_EQ_INT(added, 5);
     donto_lease_batch b = {0};
-    CHECK(s->ops->lease(s, "w", 100, DONTO_TARGET_CLAIM, 0, 1000, &b, &err) == 0, "%s", err.msg);
+    CHECK(donto_store_lease(s, "w", 100, DONTO_TARGET_CLAIM, 0, 1000, &b, &err) == 0, "%s", err.msg);
     CHECK_EQ_INT(b.n, 5);
     int seen_dog = 0, seen_esc = 0, seen_w = 0;
     for (size_t i = 0; i < b.n; i++) {
@@ -282,7 +282,7 @@ static const char JL[] =
     "{\"kind\": \"argument\", \"source\": \"c1\", \"target\": \"c2\", \"relation\": \"rebuts\", \"strength\": 0.5}\n";
 
 static void test_jsonl_enqueue_retract(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_store *s = fresh();
     donto_load_stats st;
     CHECK(load(s, "a.jsonl", JL, DONTO_FORMAT_JSONL, &st, &err) == 0, "%s load: %s", g_backend, err.msg);
@@ -341,7 +341,7 @@ static void test_jsonl_enqueue_retract(void) {
 
     /* Embedded items are not queued again: lease and submit every m item. */
     donto_lease_batch b = {0};
-    CHECK(s->ops->lease(s, "w", 100, -1, 0, 1000, &b, &err) == 0, "%s", err.msg);
+    CHECK(donto_store_lease(s, "w", 100, -1, 0, 1000, &b, &err) == 0, "%s", err.msg);
     static const float V[4] = {0.5f, 0.5f, 0.5f, 0.5f};
     size_t nm = 0;
     donto_submit_item *si = calloc(b.n ? b.n : 1, sizeof *si);
@@ -354,7 +354,7 @@ static void test_jsonl_enqueue_retract(void) {
     CHECK_EQ_INT(nm, total);
     donto_reject *rj = calloc(nm ? nm : 1, sizeof *rj);
     donto_submit_result res = {.reject = rj};
-    CHECK(s->ops->submit(s, "w", si, nm, 10, &res, &err) == 0, "%s submit: %s", g_backend, err.msg);
+    CHECK(donto_store_submit(s, "w", si, nm, 10, &res, &err) == 0, "%s submit: %s", g_backend, err.msg);
     CHECK_EQ_INT(res.upserted, nm);
     free(rj);
     free(si);
@@ -403,7 +403,7 @@ static void test_jsonl_enqueue_retract(void) {
 }
 
 static void test_jsonl_errors(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_store *s = fresh();
     donto_load_stats st;
     static const struct {
@@ -465,7 +465,7 @@ static void make_wordnet(const char *dir) {
 }
 
 static void test_wordnet(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     char dir[300];
     snprintf(dir, sizeof dir, "%s/wn", g_tmpdir);
     make_wordnet(dir);
@@ -497,7 +497,7 @@ static void test_wordnet(void) {
     CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, 0, NULL, NULL, &added, &err) == 0, "%s", err.msg);
     CHECK_EQ_INT(added, 9);
     donto_lease_batch b = {0};
-    CHECK(s->ops->lease(s, "w", 100, DONTO_TARGET_CLAIM, 0, 1000, &b, &err) == 0, "%s", err.msg);
+    CHECK(donto_store_lease(s, "w", 100, DONTO_TARGET_CLAIM, 0, 1000, &b, &err) == 0, "%s", err.msg);
     int kind = 0, opp = 0, pert = 0;
     for (size_t i = 0; i < b.n; i++) {
         kind += !strcmp(b.items[i].text, "thing, physical thing - is a kind of - entity");
@@ -527,7 +527,7 @@ static void test_wordnet(void) {
 
 /* Load n claims "s<i> p o<i % 7>" (N-Quads): n claims, n + 7 entities, one predicate. */
 static void load_many(donto_store *s, size_t n) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     size_t cap = n * 90 + 1, len = 0;
     char *buf = malloc(cap);
     for (size_t i = 0; i < n; i++)
@@ -541,7 +541,7 @@ static void load_many(donto_store *s, size_t n) {
 /* Keyset batches: many items in small batches, and an interrupted run (a
  * partial enqueue of one target) resumed by a full one. */
 static void test_enqueue_batches(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_store *s = fresh();
     size_t n = 2500;
     load_many(s, n);
@@ -557,7 +557,7 @@ static void test_enqueue_batches(void) {
         CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, 64, NULL, NULL, &added, &err) == 0, "%s", err.msg);
         CHECK_EQ_INT(added, n);
         /* take 3 queued claims' ids, empty the claim queue, re-queue those 3 by hand */
-        CHECK(s->ops->lease(s, "w", 3, DONTO_TARGET_CLAIM, 0, 1, &lb, &err) == 0, "%s", err.msg);
+        CHECK(donto_store_lease(s, "w", 3, DONTO_TARGET_CLAIM, 0, 1, &lb, &err) == 0, "%s", err.msg);
         CHECK_EQ_INT(lb.n, 3);
         for (size_t i = 0; i < lb.n && i < 3; i++) {
             snprintf(pre_ids[i], sizeof pre_ids[i], "%s", lb.items[i].item_id);
@@ -566,7 +566,7 @@ static void test_enqueue_batches(void) {
         }
         donto_lease_batch_free(&lb);
         size_t a2 = 0;
-        CHECK(s->ops->enqueue(s, pre, 3, &a2, &err) == 0, "%s", err.msg);
+        CHECK(donto_store_enqueue(s, pre, 3, &a2, &err) == 0, "%s", err.msg);
         CHECK_EQ_INT(a2, 3);
         CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m2", NULL, 500, NULL, NULL, &added, &err) == 0, "%s", err.msg);
         CHECK_EQ_INT(added, n - 3);
@@ -576,7 +576,7 @@ static void test_enqueue_batches(void) {
         CHECK(tx && strstr(tx, " - p - o"), "%s text of a pre-queued claim: %s", g_backend, tx ? tx : "(null)");
         free(tx);
         /* A leased claim that is retracted: the worker's submit is refused. */
-        CHECK(s->ops->lease(s, "w9", 1, DONTO_TARGET_CLAIM, 10, 100000, &lb, &err) == 0, "%s", err.msg);
+        CHECK(donto_store_lease(s, "w9", 1, DONTO_TARGET_CLAIM, 10, 100000, &lb, &err) == 0, "%s", err.msg);
         CHECK_EQ_INT(lb.n, 1);
         if (lb.n == 1) {
             size_t got = 0;
@@ -588,7 +588,7 @@ static void test_enqueue_batches(void) {
                                     .lease_id = lb.items[0].lease_id, .vector = V, .dims = 4};
             donto_reject rj[1];
             donto_submit_result res = {.reject = rj};
-            CHECK(s->ops->submit(s, "w9", &si, 1, 20, &res, &err) == 0, "%s", err.msg);
+            CHECK(donto_store_submit(s, "w9", &si, 1, 20, &res, &err) == 0, "%s", err.msg);
             CHECK_EQ_INT(res.upserted, 0);
             CHECK_EQ_INT(rj[0], DONTO_REJECT_UNKNOWN_ITEM);
         }
@@ -645,7 +645,7 @@ static void queue_everything(void *ctx, const char *what, size_t done, size_t to
 }
 
 static void enqueue_conflict(int desc) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_store *s = fresh();
     size_t n = 2000;
     load_many(s, n);
@@ -692,7 +692,7 @@ typedef struct {
  * in flight then (one per writer, and the first) may get in, and a rerun
  * adds nothing. Returns what the first run added. */
 static size_t enqueue_racing(donto_store *s, size_t batch, donto_progress_fn race, void *ctx, const char *what) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     size_t added = 0, again = 0;
     CHECK(donto_substrate_enqueue(s, DONTO_TARGET_CLAIM, "m", NULL, (int)batch, race, ctx, &added, &err) == 0, "%s",
           err.msg);
@@ -714,7 +714,7 @@ static void retract_everything(void *ctx, const char *what, size_t done, size_t 
     int n = PQntuples(r);
     const char **ids = malloc(sizeof *ids * (size_t)(n ? n : 1));
     for (int i = 0; i < n; i++) ids[i] = PQgetvalue(r, i, 0);
-    donto_err err = {{0}};
+    donto_err err = {0};
     CHECK(donto_substrate_retract(rc->other, ids, (size_t)n, &rc->retracted, &err) == 0, "retract: %s", err.msg);
     free(ids);
     PQclear(r);
@@ -723,7 +723,7 @@ static void retract_everything(void *ctx, const char *what, size_t done, size_t 
 
 static void test_enqueue_retract_race(void) {
     if (strcmp(g_backend, "pg") != 0) return;
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_store *s = fresh();
     size_t n = 2000;
     load_many(s, n);

@@ -79,7 +79,7 @@ static void test_small_vocab(void) {
     char path[256];
     snprintf(path, sizeof path, "%s/vocab.txt", tmpdir);
     write_small_vocab(path, "\n");
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_tokenizer *t = NULL;
     CHECK(donto_tokenizer_open(path, NULL, &t, &err) == 0, "open: %s", err.msg);
     if (!t) return;

@@ -175,7 +175,7 @@ static const char *text_of(int i, char *b, size_t cap) {
 
 static void enqueue(int target, const char *prefix, int n, const char *model) {
     donto_store *s = NULL;
-    donto_err e = {{0}};
+    donto_err e = {0};
     if (donto_store_open(g_db, &s, &e)) {
         CHECK(0, "open %s: %s", g_db, e.msg);
         return;
@@ -192,7 +192,7 @@ static void enqueue(int target, const char *prefix, int n, const char *model) {
     size_t added = 0;
     for (int i = 0; i < n; i += 5000) {
         size_t m = (size_t)(n - i < 5000 ? n - i : 5000), a = 0;
-        CHECK(s->ops->enqueue(s, it + i, m, &a, &e) == 0, "enqueue: %s", e.msg);
+        CHECK(donto_store_enqueue(s, it + i, m, &a, &e) == 0, "enqueue: %s", e.msg);
         added += a;
     }
     CHECK(added == (size_t)n, "enqueued %zu of %d", added, n);
@@ -204,10 +204,10 @@ static void enqueue(int target, const char *prefix, int n, const char *model) {
 
 static int store_stats(int target, donto_target_stats *out) {
     donto_store *s = NULL;
-    donto_err e = {{0}};
+    donto_err e = {0};
     if (donto_store_open(g_db, &s, &e)) return -1;
     donto_target_stats st[DONTO_TARGET_N];
-    int rc = s->ops->stats(s, now_ms(), st, &e);
+    int rc = donto_store_stats(s, now_ms(), st, &e);
     if (!rc) *out = st[target];
     donto_store_close(s);
     return rc;
@@ -229,12 +229,12 @@ static int wait_progress(int target, int64_t at_least, double timeout_s) {
 
 static int64_t contributor_sum(const char *prefix) {
     donto_store *s = NULL;
-    donto_err e = {{0}};
+    donto_err e = {0};
     if (donto_store_open(g_db, &s, &e)) return -1;
     donto_contributor *c = NULL;
     size_t nc = 0;
     int64_t sum = 0;
-    if (s->ops->contributors(s, 1000, 0, &c, &nc, &e)) sum = -1;
+    if (donto_store_contributors(s, 1000, 0, &c, &nc, &e)) sum = -1;
     for (size_t i = 0; i < nc; i++)
         if (!strncmp(c[i].worker_id, prefix, strlen(prefix))) sum += c[i].total;
     donto_contributor_list_free(c, nc);
@@ -433,11 +433,11 @@ static void case_wrong_model(void) {
     int reported = 0;
     while (donto_now() < end && !reported) {
         donto_store *s = NULL;
-        donto_err e = {{0}};
+        donto_err e = {0};
         if (!donto_store_open(g_db, &s, &e)) {
             donto_report *r = NULL;
             size_t nr = 0;
-            if (!s->ops->reports_recent(s, 20, &r, &nr, &e))
+            if (!donto_store_reports_recent(s, 20, &r, &nr, &e))
                 for (size_t i = 0; i < nr; i++)
                     if (!strcmp(r[i].worker_id, "w-c") && !strcmp(r[i].kind, "wrong_model")) reported = 1;
             donto_report_list_free(r, nr);

@@ -148,87 +148,80 @@ void donto_vec_page_free(donto_vec_page *p);
 
 typedef struct donto_store donto_store;
 
+/* ---- the database behind a store, for modules with tables of their own --
+ *
+ * A module that keeps its own tables in the store's database (the substrate)
+ * owns its SQL and its migrations; the store hands it the connection through
+ * a method, with the engine named, as SQLite's xFileControl hands out a file
+ * handle. A new backend adds a kind here; each such module then adds its SQL
+ * for that kind (docs/architecture.md). */
+typedef enum donto_db_kind {
+    DONTO_DB_SQLITE = 0,
+    DONTO_DB_POSTGRES = 1,
+    DONTO_DB_KIND_N = 2,
+} donto_db_kind;
+
+struct sqlite3;
+struct pg_conn;
+typedef struct donto_db {
+    donto_db_kind kind;
+    struct sqlite3 *sqlite; /* kind == DONTO_DB_SQLITE, else NULL */
+    struct pg_conn *pg;     /* kind == DONTO_DB_POSTGRES (connected), else NULL */
+} donto_db;
+
+/* Migrations, owned by the module whose tables they make, applied by the
+ * store in version order, each once, recorded per (module, version) in the
+ * table donto_migrations. A migration has its SQL for every kind of
+ * database. Never edit one that has shipped: add the next version. */
+typedef struct donto_migration {
+    int version;                     /* 1, 2, ... within its module */
+    const char *name;
+    const char *sql[DONTO_DB_KIND_N]; /* [DONTO_DB_SQLITE], [DONTO_DB_POSTGRES] */
+} donto_migration;
+
+typedef struct donto_migrations {
+    const char *module;              /* "store", "substrate", ... */
+    const donto_migration *list;
+    size_t n;
+} donto_migrations;
+
+/* The backend's methods. Callers use the donto_store_*() wrappers below,
+ * never these pointers: the wrappers are the one place for logging, error
+ * codes and fault injection. Optional methods may be NULL (their wrapper
+ * then fails with DONTO_E_NOT_FOUND). */
 typedef struct donto_store_ops {
-    /* Apply every migration not yet applied (numbered, idempotent). */
-    int (*migrate)(donto_store *s, donto_err *err);
-    /* Add items; an item already queued or embedded for its model is left as it is. */
+    /* Apply the migrations of set not yet applied (see donto_migrations). */
+    int (*migrate)(donto_store *s, const donto_migrations *set, donto_err *err);
     int (*enqueue)(donto_store *s, const donto_enqueue_item *items, size_t n, size_t *added,
                    donto_err *err);
-    /* Lease up to n ready items (target < 0: any), ready = never leased,
-     * released, or lease expired (lease_expires <= now_ms); they expire at
-     * now_ms + ttl_ms. Each item is leased to at most one worker at a time;
-     * every leased item gets a new lease_id, larger than any before it. An
-     * empty batch (out->n == 0) means nothing is ready. */
     int (*lease)(donto_store *s, const char *worker_id, int n, int target, int64_t now_ms,
                  int64_t ttl_ms, donto_lease_batch *out, donto_err *err);
-    /* Store vectors for leased items; per-item verdicts in res->reject, in
-     * this order:
-     *   queued, leased by worker_id, lease_id 0 or the current one -> accept
-     *     (also after expiry when nobody re-leased it: late but harmless);
-     *   queued, lease_id given and not the current one -> LEASE_EXPIRED;
-     *   queued otherwise -> NOT_LEASED;
-     *   not queued, vector stored from this worker's lease -> accept as a
-     *     repeat (res->repeated; nothing written or counted again);
-     *   not queued, vector from another lease -> LEASE_EXPIRED when a stale
-     *     lease_id was given, else NOT_LEASED; nothing at all -> UNKNOWN_ITEM;
-     *   accepted but dims differ from the model's -> WRONG_MODEL.
-     * Accepted vectors are upserted and leave the queue, and the worker's
-     * totals and rejections are counted, all in one transaction; -1 means
-     * nothing of the batch was stored. */
     int (*submit)(donto_store *s, const char *worker_id, const donto_submit_item *items, size_t n,
                   int64_t now_ms, donto_submit_result *res, donto_err *err);
-    /* Hand leased items back at once (they become ready). Only items leased
-     * by worker_id, and with the given lease_id when non-zero (vector and
-     * dims are ignored); released = how many were. */
     int (*release)(donto_store *s, const char *worker_id, const donto_submit_item *items, size_t n,
                    size_t *released, donto_err *err);
-    /* A worker's free-form report; message cut to DONTO_REPORT_MAX_CHARS
-     * characters (UTF-8 aware). Also refreshes the contributor's last_seen. */
     int (*report)(donto_store *s, const char *worker_id, const char *kind, const char *message,
                   int64_t now_ms, donto_err *err);
     int (*stats)(donto_store *s, int64_t now_ms, donto_target_stats out[DONTO_TARGET_N], donto_err *err);
-    /* Vectors stored at or after since_ms (items per minute: since = now - 60000). */
     int (*embedded_since)(donto_store *s, int64_t since_ms, int64_t *count, donto_err *err);
-    /* Per-contributor totals, most productive first, at most limit rows;
-     * recent counts the vectors accepted in the whole minutes (Unix ms /
-     * 60000) at or after since_ms's minute. */
     int (*contributors)(donto_store *s, int limit, int64_t since_ms, donto_contributor **out, size_t *n,
                         donto_err *err);
-    /* Throughput series: counts[i] = vectors accepted in minute since_min + i
-     * (minutes are Unix ms / 60000), i < nmin. Kept per contributor and
-     * minute at submit time (each worker updates its own row: no hot row
-     * shared by the fleet); rows older than an hour before since_min are
-     * pruned here, since the series is all they serve. */
     int (*series)(donto_store *s, int64_t since_min, int nmin, int64_t *counts, donto_err *err);
-    /* The latest reports, newest first, at most limit rows. */
     int (*reports_recent)(donto_store *s, int limit, donto_report **out, size_t *n,
                           donto_err *err);
-    /* Tokens: only SHA-256 hashes are stored (the caller hashes). -1 when
-     * the name (or the hash) is already taken. */
     int (*token_add)(donto_store *s, const char *name, donto_role role, const uint8_t hash[32],
                      int64_t now_ms, donto_err *err);
-    /* found = 0 when unknown or revoked. */
     int (*token_check)(donto_store *s, const uint8_t hash[32], int *found, donto_role *role,
                        char *name, size_t name_cap, donto_err *err);
-    /* revoked = 1 when the name existed and was not revoked yet. */
     int (*token_revoke)(donto_store *s, const char *name, int *revoked, donto_err *err);
-    /* Every token, by name (never the hash). */
     int (*token_list)(donto_store *s, donto_token_info **out, size_t *n, donto_err *err);
-    /* Recall's high-water mark: how many vectors of (target, model) have
-     * created > since_ms (INT64_MIN: all of them), and the largest created
-     * among those (INT64_MIN when count is 0). */
     int (*vectors_mark)(donto_store *s, donto_target t, const char *model, int64_t since_ms,
                         int64_t *count, int64_t *max_created, donto_err *err);
-    /* Read the vectors of (target, model) in chunks, in (created, item_id)
-     * order: at most limit rows after the cursor, i.e. with
-     * (created, item_id) > (after_created, after_id); after_id NULL means
-     * created > after_created. Start with (INT64_MIN, NULL), continue from
-     * the last row returned; a page shorter than limit is the last. Free
-     * out with donto_vec_page_free. */
     int (*vectors_page)(donto_store *s, donto_target t, const char *model, int64_t after_created,
                         const char *after_id, size_t limit, donto_vec_page *out, donto_err *err);
-    /* Is the database reachable (cheap round trip)? */
     int (*ping)(donto_store *s, donto_err *err);
+    /* The database (optional: a test's fake store has none). */
+    int (*db)(donto_store *s, donto_db *out, donto_err *err);
     void (*close)(donto_store *s);
 } donto_store_ops;
 
@@ -243,9 +236,111 @@ int donto_store_open(const char *url, donto_store **out, donto_err *err);
 #define DONTO_STORE_DEFAULT_URL "./donto.db"
 
 /* Close a handle (NULL is fine). */
-static inline void donto_store_close(donto_store *s) {
-    if (s) s->ops->close(s);
-}
+void donto_store_close(donto_store *s);
+
+/* ---- the store's operations ----------------------------------------------
+ * Every one returns 0, or -1 with err set: its message names the backend and
+ * the SQL step that failed, its code says what kind of failure it is
+ * (DONTO_E_UNAVAILABLE: the database cannot be reached or is busy, retry;
+ * DONTO_E_CONFLICT: a name or key is taken; DONTO_E_INVALID: bad input;
+ * DONTO_E_NOMEM; DONTO_E_INTERNAL otherwise). */
+
+/* Apply the store's own migrations (queue, vectors, tokens, ...). Modules
+ * with tables of their own apply theirs with donto_store_apply_migrations. */
+int donto_store_migrate(donto_store *s, donto_err *err);
+int donto_store_apply_migrations(donto_store *s, const donto_migrations *set, donto_err *err);
+
+/* Add items; an item already queued or embedded for its model is left as it is. */
+int donto_store_enqueue(donto_store *s, const donto_enqueue_item *items, size_t n, size_t *added,
+                        donto_err *err);
+/* Lease up to n ready items (target < 0: any), ready = never leased,
+ * released, or lease expired (lease_expires <= now_ms); they expire at
+ * now_ms + ttl_ms. Each item is leased to at most one worker at a time;
+ * every leased item gets a new lease_id, larger than any before it. An
+ * empty batch (out->n == 0) means nothing is ready. */
+int donto_store_lease(donto_store *s, const char *worker_id, int n, int target, int64_t now_ms,
+                      int64_t ttl_ms, donto_lease_batch *out, donto_err *err);
+/* Store vectors for leased items; per-item verdicts in res->reject, in
+ * this order:
+ *   queued, leased by worker_id, lease_id 0 or the current one -> accept
+ *     (also after expiry when nobody re-leased it: late but harmless);
+ *   queued, lease_id given and not the current one -> LEASE_EXPIRED;
+ *   queued otherwise -> NOT_LEASED;
+ *   not queued, vector stored from this worker's lease -> accept as a
+ *     repeat (res->repeated; nothing written or counted again);
+ *   not queued, vector from another lease -> LEASE_EXPIRED when a stale
+ *     lease_id was given, else NOT_LEASED; nothing at all -> UNKNOWN_ITEM;
+ *   accepted but dims differ from the model's -> WRONG_MODEL.
+ * Accepted vectors are upserted and leave the queue, and the worker's
+ * totals and rejections are counted, all in one transaction; -1 means
+ * nothing of the batch was stored. */
+int donto_store_submit(donto_store *s, const char *worker_id, const donto_submit_item *items,
+                       size_t n, int64_t now_ms, donto_submit_result *res, donto_err *err);
+/* Hand leased items back at once (they become ready). Only items leased
+ * by worker_id, and with the given lease_id when non-zero (vector and
+ * dims are ignored); released = how many were. */
+int donto_store_release(donto_store *s, const char *worker_id, const donto_submit_item *items,
+                        size_t n, size_t *released, donto_err *err);
+/* A worker's free-form report; message cut to DONTO_REPORT_MAX_CHARS
+ * characters (UTF-8 aware). Also refreshes the contributor's last_seen. */
+int donto_store_report(donto_store *s, const char *worker_id, const char *kind,
+                       const char *message, int64_t now_ms, donto_err *err);
+int donto_store_stats(donto_store *s, int64_t now_ms, donto_target_stats out[DONTO_TARGET_N],
+                      donto_err *err);
+/* Vectors stored at or after since_ms (items per minute: since = now - 60000). */
+int donto_store_embedded_since(donto_store *s, int64_t since_ms, int64_t *count, donto_err *err);
+/* Per-contributor totals, most productive first, at most limit rows;
+ * recent counts the vectors accepted in the whole minutes (Unix ms /
+ * 60000) at or after since_ms's minute. */
+int donto_store_contributors(donto_store *s, int limit, int64_t since_ms, donto_contributor **out,
+                             size_t *n, donto_err *err);
+/* Throughput series: counts[i] = vectors accepted in minute since_min + i
+ * (minutes are Unix ms / 60000), i < nmin. Kept per contributor and
+ * minute at submit time (each worker updates its own row: no hot row
+ * shared by the fleet); rows older than an hour before since_min are
+ * pruned here, since the series is all they serve. */
+int donto_store_series(donto_store *s, int64_t since_min, int nmin, int64_t *counts,
+                       donto_err *err);
+/* The latest reports, newest first, at most limit rows. */
+int donto_store_reports_recent(donto_store *s, int limit, donto_report **out, size_t *n,
+                               donto_err *err);
+/* Tokens: only SHA-256 hashes are stored (the caller hashes). -1 with
+ * DONTO_E_CONFLICT when the name (or the hash) is already taken. */
+int donto_store_token_add(donto_store *s, const char *name, donto_role role,
+                          const uint8_t hash[32], int64_t now_ms, donto_err *err);
+/* found = 0 when unknown or revoked. */
+int donto_store_token_check(donto_store *s, const uint8_t hash[32], int *found, donto_role *role,
+                            char *name, size_t name_cap, donto_err *err);
+/* revoked = 1 when the name existed and was not revoked yet. */
+int donto_store_token_revoke(donto_store *s, const char *name, int *revoked, donto_err *err);
+/* Every token, by name (never the hash). */
+int donto_store_token_list(donto_store *s, donto_token_info **out, size_t *n, donto_err *err);
+/* Recall's high-water mark: how many vectors of (target, model) have
+ * created > since_ms (INT64_MIN: all of them), and the largest created
+ * among those (INT64_MIN when count is 0). */
+int donto_store_vectors_mark(donto_store *s, donto_target t, const char *model, int64_t since_ms,
+                             int64_t *count, int64_t *max_created, donto_err *err);
+/* Read the vectors of (target, model) in chunks, in (created, item_id)
+ * order: at most limit rows after the cursor, i.e. with
+ * (created, item_id) > (after_created, after_id); after_id NULL means
+ * created > after_created. Start with (INT64_MIN, NULL), continue from
+ * the last row returned; a page shorter than limit is the last. Free
+ * out with donto_vec_page_free. */
+int donto_store_vectors_page(donto_store *s, donto_target t, const char *model,
+                             int64_t after_created, const char *after_id, size_t limit,
+                             donto_vec_page *out, donto_err *err);
+/* Is the database reachable (cheap round trip)? */
+int donto_store_ping(donto_store *s, donto_err *err);
+/* The database behind s (reconnected if it went away). */
+int donto_store_db(donto_store *s, donto_db *out, donto_err *err);
+
+/* ---- fault injection, for tests -------------------------------------------
+ * Make the next `count` calls of the operation named op ("lease", "submit",
+ * ... as in donto_store_<op>; "*" for every operation) fail, in any store
+ * handle of this process, with code and a message saying it was injected,
+ * before the backend is called. count 0 clears op; donto_store_fault(NULL,
+ * 0, 0) clears all. Process-wide and thread-safe; never set outside tests. */
+void donto_store_fault(const char *op, int count, donto_code code);
 
 #ifdef __cplusplus
 }

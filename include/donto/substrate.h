@@ -3,7 +3,8 @@
  * carry donto's own names (donto_statement, donto_predicate,
  * donto_entity_symbol, donto_memory_chunk, donto_argument; see
  * docs/substrate.md for the column mapping) and live in the same database as
- * the work queue, created by the store's numbered migrations.
+ * the work queue; the substrate owns their migrations
+ * (src/substrate/migrations.c) and the store applies them.
  *
  * Items and their ids (the item_id of queue and vectors rows):
  *   claim         a live donto_statement row; id = statement_id (lowercase uuid text)
@@ -29,6 +30,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Apply the store's migrations and then the substrate's (idempotent): what
+ * every command that loads, enqueues, recalls or serves runs first. */
+int donto_substrate_migrate(donto_store *s, donto_err *err);
 
 /* ---- text builders (src/substrate/render.c) ------------------------------ */
 

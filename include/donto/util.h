@@ -6,6 +6,13 @@
  * caller-owned donto_err (which may be NULL when the caller does not care).
  * Messages name the thing that is wrong ("model.safetensors: tensor X has
  * shape [3,4], config expects [384,384]"), never just "error".
+ *
+ * Beside the message, an error carries a code for programs: what kind of
+ * failure it is, so that a caller can decide (retry, answer 400 or 503, exit
+ * 1 or 2) without reading text. donto_seterr() leaves the failure
+ * unclassified (DONTO_E_INTERNAL); donto_seterrc() names the code;
+ * donto_preerr() keeps it. The coordinator maps codes to HTTP statuses in
+ * one table (src/coord/server.c).
  */
 #ifndef DONTO_UTIL_H
 #define DONTO_UTIL_H
@@ -20,9 +27,27 @@ extern "C" {
 
 #define DONTO_ERR_MAX 512
 
+typedef enum donto_code {
+    DONTO_E_NONE = 0,     /* no error */
+    DONTO_E_INTERNAL,     /* unclassified: a bug, or a failure nobody named */
+    DONTO_E_INVALID,      /* the input is not acceptable (fix it; retrying won't help) */
+    DONTO_E_NOT_FOUND,    /* the thing named does not exist */
+    DONTO_E_CONFLICT,     /* it exists already, or clashes with what exists */
+    DONTO_E_UNAVAILABLE,  /* a resource (database, network) cannot be used now: retry later */
+    DONTO_E_NOMEM,        /* out of memory */
+    DONTO_E_N
+} donto_code;
+
 typedef struct donto_err {
     char msg[DONTO_ERR_MAX];
+    donto_code code; /* after msg, so that {0} and {{0}} initialise both */
 } donto_err;
+
+/* "invalid", "not_found", ... ("none" for DONTO_E_NONE, "internal" for
+ * anything out of range). */
+const char *donto_code_name(donto_code c);
+/* The code of err: DONTO_E_INTERNAL for a message with no code. */
+donto_code donto_err_code(const donto_err *err);
 
 #if defined(__GNUC__)
 #define DONTO_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -30,10 +55,12 @@ typedef struct donto_err {
 #define DONTO_PRINTF(a, b)
 #endif
 
-/* Write a formatted message into err (if non-NULL). Always returns -1 so that
- * callers can write `return donto_seterr(err, "...")`. */
+/* Write a formatted message into err (if non-NULL), code DONTO_E_INTERNAL.
+ * Always returns -1 so that callers can write `return donto_seterr(err, "...")`. */
 int donto_seterr(donto_err *err, const char *fmt, ...) DONTO_PRINTF(2, 3);
-/* Prefix the existing message with "<prefix>: ". Returns -1. */
+/* The same with a code. Returns -1. */
+int donto_seterrc(donto_err *err, donto_code code, const char *fmt, ...) DONTO_PRINTF(3, 4);
+/* Prefix the existing message with "<prefix>: "; the code stays. Returns -1. */
 int donto_preerr(donto_err *err, const char *fmt, ...) DONTO_PRINTF(2, 3);
 
 /* Logging: the only process-wide mutable state in the library. */

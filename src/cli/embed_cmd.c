@@ -216,7 +216,7 @@ int donto_embed_cmd(int argc, char **argv) {
         return 2;
     }
     if (eo.device == DONTO_DEVICE_CUDA && !prec_set) eo.precision = DONTO_PREC_BF16;
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_encoder *enc;
     if (donto_encoder_open(model, &eo, &enc, &err)) {
         fprintf(stderr, "donto-embed embed: %s\n", err.msg);

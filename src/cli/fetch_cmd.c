@@ -163,7 +163,7 @@ int donto_model_fetch_main(int argc, char **argv) {
         o.progress = on_progress;
         o.progress_user = &prog;
     }
-    donto_err err = {{0}};
+    donto_err err = {0};
     if (donto_model_fetch(&o, &err) != 0) {
         if (prog.tty && !o.quiet) fputs("\r\033[K", stderr);
         fprintf(stderr, "donto-embed model fetch: %s\n", err.msg);

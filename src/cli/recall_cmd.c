@@ -100,7 +100,7 @@ int donto_recall_cmd(int argc, char **argv) {
         return 2;
     }
     const char *query = argv[optind];
-    donto_err err = {{0}};
+    donto_err err = {0};
     int rc = 1;
     donto_store *s = NULL;
     donto_encoder *enc = NULL;

@@ -91,7 +91,7 @@ int donto_search_cmd(int argc, char **argv) {
         return 2;
     }
     const char *query = argv[optind];
-    donto_err err = {{0}};
+    donto_err err = {0};
     size_t n;
     int dim;
     float *vecs = read_npy(vpath, &n, &dim, &err);

@@ -22,6 +22,7 @@
 #include "donto/encoder.h"
 #include "donto/recall.h"
 #include "donto/store.h"
+#include "donto/substrate.h"
 #include "coord/protocol.h"
 
 #ifndef DONTO_VERSION
@@ -168,7 +169,7 @@ int donto_serve_cmd(int argc, char **argv) {
         fprintf(stderr, "donto-embed serve: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    donto_err err = {{0}};
+    donto_err err = {0};
     if (!tls_cert != !tls_key) {
         fprintf(stderr, "donto-embed serve: --tls-cert and --tls-key go together\n");
         return 2;
@@ -196,12 +197,12 @@ int donto_serve_cmd(int argc, char **argv) {
 /* Migrate if asked, start, wait for SIGTERM/SIGINT, drain. */
 static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
     donto_coord_config cfg = *cfg_;
-    donto_err err = {{0}};
+    donto_err err = {0};
     const char *model_dir = o->model_dir, *model_name = o->model_name, *index = o->index;
     long long ann_min = o->ann_min, drain = o->drain;
     if (o->migrate) {
         donto_store *s = NULL;
-        if (donto_store_open(cfg.db_url, &s, &err) || s->ops->migrate(s, &err)) {
+        if (donto_store_open(cfg.db_url, &s, &err) || donto_substrate_migrate(s, &err)) {
             if (s) donto_store_close(s);
             fprintf(stderr, "donto-embed serve: migrate: %s\n", err.msg);
             return 1;
@@ -248,7 +249,7 @@ static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
 /* Start, wait for one of the stop signals (already blocked by the caller),
  * drain, stop. */
 static int serve_until_signal(const donto_coord_config *cfg, const sigset_t *stop, long long drain) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     signal(SIGPIPE, SIG_IGN);
     donto_coord *c;
     if (donto_coord_start(cfg, &c, &err)) {
@@ -283,9 +284,9 @@ int donto_migrate_cmd(int argc, char **argv) {
         fprintf(stderr, "donto-embed migrate: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_store *s = NULL;
-    if (donto_store_open(db, &s, &err) || s->ops->migrate(s, &err)) {
+    if (donto_store_open(db, &s, &err) || donto_substrate_migrate(s, &err)) {
         fprintf(stderr, "donto-embed migrate: %s\n", err.msg);
         donto_store_close(s);
         return 1;
@@ -321,14 +322,14 @@ int donto_status_cmd(int argc, char **argv) {
         fprintf(stderr, "donto-embed status: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_store *s = NULL;
     donto_target_stats st[DONTO_TARGET_N];
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* leases expire in Unix ms */
     int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, per_min = 0;
-    if (donto_store_open(db, &s, &err) || s->ops->stats(s, now, st, &err) ||
-        s->ops->embedded_since(s, now - 60000, &per_min, &err)) {
+    if (donto_store_open(db, &s, &err) || donto_store_stats(s, now, st, &err) ||
+        donto_store_embedded_since(s, now - 60000, &per_min, &err)) {
         fprintf(stderr, "donto-embed status: %s\n", err.msg);
         donto_store_close(s);
         return 1;
@@ -422,7 +423,7 @@ int donto_token_cmd(int argc, char **argv) {
         fprintf(stderr, "donto-embed token: NAME must be 1..100 characters\n");
         return 2;
     }
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_store *s = NULL;
     if (donto_store_open(db, &s, &err)) {
         fprintf(stderr, "donto-embed token: %s\n", err.msg);
@@ -437,7 +438,7 @@ int donto_token_cmd(int argc, char **argv) {
             fprintf(stderr, "donto-embed token: getrandom: %s\n", strerror(errno));
         } else if (EVP_Digest(tok, 64, hash, &hl, EVP_sha256(), NULL) != 1 || hl != 32) {
             fprintf(stderr, "donto-embed token: SHA-256 failed\n");
-        } else if (s->ops->token_add(s, name, role, hash, now_ms(), &err)) {
+        } else if (donto_store_token_add(s, name, role, hash, now_ms(), &err)) {
             fprintf(stderr, "donto-embed token: add %s: %s\n", name, err.msg);
         } else {
             printf("%s\n", tok);
@@ -447,7 +448,7 @@ int donto_token_cmd(int argc, char **argv) {
         OPENSSL_cleanse(tok, sizeof tok);
     } else if (!strcmp(action, "revoke")) {
         int revoked = 0;
-        if (s->ops->token_revoke(s, name, &revoked, &err)) {
+        if (donto_store_token_revoke(s, name, &revoked, &err)) {
             fprintf(stderr, "donto-embed token: revoke %s: %s\n", name, err.msg);
         } else if (!revoked) {
             fprintf(stderr, "donto-embed token: no active token named %s\n", name);
@@ -458,7 +459,7 @@ int donto_token_cmd(int argc, char **argv) {
     } else {
         donto_token_info *t = NULL;
         size_t n = 0;
-        if (s->ops->token_list(s, &t, &n, &err)) {
+        if (donto_store_token_list(s, &t, &n, &err)) {
             fprintf(stderr, "donto-embed token: list: %s\n", err.msg);
         } else {
             for (size_t i = 0; i < n; i++) {

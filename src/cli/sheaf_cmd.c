@@ -312,7 +312,7 @@ static int cmd_train(int argc, char **argv) {
         return 2;
     }
     set_threads(threads);
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_graph g;
     if (donto_graph_load(&g, data, data_dir, task, &err)) {
         fprintf(stderr, "donto-sheaf train: %s\n", err.msg);
@@ -388,7 +388,7 @@ static int cmd_eval(int argc, char **argv) {
         return 2;
     }
     set_threads(threads);
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_graph g;
     if (donto_graph_load(&g, data, data_dir, task, &err)) {
         fprintf(stderr, "donto-sheaf eval: %s\n", err.msg);
@@ -470,7 +470,7 @@ static int cmd_infer(int argc, char **argv) {
         return 2;
     }
     set_threads(threads);
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_graph g;
     if (donto_graph_load(&g, in, data_dir, task, &err)) {
         fprintf(stderr, "donto-sheaf infer: %s\n", err.msg);
@@ -648,7 +648,7 @@ static int cmd_sweep(int argc, char **argv) {
     int rc = 0;
     for (size_t di = 0; di < json_array_size(datasets) && !rc; di++) {
         const char *ds = json_string_value(json_array_get(datasets, di));
-        donto_err err = {{0}};
+        donto_err err = {0};
         donto_graph g;
         if (!ds || donto_graph_load(&g, ds, data_dir, NULL, &err)) {
             fprintf(stderr, "donto-sheaf sweep: %s\n", ds ? err.msg : "datasets must be strings");

@@ -41,8 +41,8 @@ static void progress_end(prog *p) {
 }
 
 static int open_db(const char *cmd, const char *url, donto_store **s) {
-    donto_err err = {{0}};
-    if (donto_store_open(url, s, &err) || (*s)->ops->migrate(*s, &err)) {
+    donto_err err = {0};
+    if (donto_store_open(url, s, &err) || donto_substrate_migrate(*s, &err)) {
         fprintf(stderr, "donto-embed %s: %s\n", cmd, err.msg);
         donto_store_close(*s);
         *s = NULL;
@@ -137,7 +137,7 @@ int donto_load_cmd(int argc, char **argv) {
         }
         prog p = {"load", isatty(2), donto_now()};
         donto_load_stats st;
-        donto_err err = {{0}};
+        donto_err err = {0};
         int r = donto_load_file(s, argv[i], (donto_load_format)f, progress_cb, &p, &st, &err);
         progress_end(&p);
         if (r) {
@@ -198,7 +198,7 @@ int donto_wordnet_cmd(int argc, char **argv) {
     if (open_db("wordnet", db, &s)) return 1;
     prog p = {"wordnet", isatty(2), donto_now()};
     donto_load_stats st;
-    donto_err err = {{0}};
+    donto_err err = {0};
     int r = donto_import_wordnet(s, dir, (size_t)limit, progress_cb, &p, &st, &err);
     progress_end(&p);
     donto_store_close(s);
@@ -278,7 +278,7 @@ int donto_enqueue_cmd(int argc, char **argv) {
         fprintf(stderr, "donto-embed enqueue: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_tokenizer *tok = NULL;
     char namebuf[256] = "";
     if (model_dir) {
@@ -387,7 +387,7 @@ int donto_retract_cmd(int argc, char **argv) {
         if (open_db("retract", db, &s)) {
             rc = 1;
         } else {
-            donto_err err = {{0}};
+            donto_err err = {0};
             size_t got = 0;
             if (donto_substrate_retract(s, (const char *const *)ids, n, &got, &err)) {
                 fprintf(stderr, "donto-embed retract: %s\n", err.msg);

@@ -256,7 +256,7 @@ int donto_work_cmd(int argc, char **argv) {
     eo.device = (donto_device)dev;
     eo.gpu = (int)gpu;
     eo.precision = (donto_precision)p;
-    donto_err err = {{0}};
+    donto_err err = {0};
     rc = 1;
     if (donto_encoder_open(model_dir, &eo, &enc, &err)) {
         fprintf(stderr, "donto-embed work: %s\n", err.msg);

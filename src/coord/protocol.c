@@ -525,7 +525,7 @@ done:
     json_decref(root);
     lift_free(&lift);
     if (rc) {
-        donto_err keep = {{0}};
+        donto_err keep = {0};
         if (err) keep = *err;
         donto_items_req_free(out);
         if (err) *err = keep;

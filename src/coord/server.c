@@ -67,7 +67,7 @@ static const struct {
 };
 
 /* Statuses counted per route for /metrics (anything else: the last slot). */
-static const unsigned k_statuses[] = {200, 400, 401, 403, 404, 405, 413, 500, 503};
+static const unsigned k_statuses[] = {200, 400, 401, 403, 404, 405, 409, 413, 500, 503};
 #define N_STATUS (sizeof k_statuses / sizeof k_statuses[0] + 1)
 
 /* ---- the store pool -------------------------------------------------------- */
@@ -103,7 +103,7 @@ static struct timespec deadline_after(double s) {
 
 static void pool_close(store_pool *p) {
     for (int i = 0; i < p->n; i++)
-        if (p->all[i]) p->all[i]->ops->close(p->all[i]);
+        if (p->all[i]) donto_store_close(p->all[i]);
     free(p->all);
     free(p->idle);
     p->all = p->idle = NULL;
@@ -220,16 +220,30 @@ static answer errorf(unsigned status, const char *code, const char *fmt, ...) {
     return (answer){status, donto_proto_error_response(code, msg), NULL};
 }
 
-/* A store call failed: 503 when the database is gone (the client should
- * retry later), 500 when it answers but the operation failed. The store's
- * own message (host names, SQL, user names) goes to the log only: the
- * token check runs before the client is known. */
-static answer store_failure(donto_store *s, const char *what, const donto_err *e) {
-    donto_err pe;
-    int reachable = s->ops->ping(s, &pe) == 0;
-    DLOG_ERROR("coord: %s failed: %s%s", what, e->msg, reachable ? "" : " (database unreachable)");
-    if (!reachable) return errorf(503, "database_unavailable", "%s: the database is unreachable; retry later", what);
-    return errorf(500, "store_error", "%s failed in the database (details in the coordinator's log)", what);
+/* What a failure of the layers below (store, recall) means to a client,
+ * by its code (util.h): the one table from donto_code to HTTP. Messages are
+ * generic: the underlying one (host names, SQL, user names, paths) goes to
+ * the log only, since the token check runs before the client is known.
+ * An unclassified failure answers with the caller's word for it. */
+static const struct {
+    unsigned status;
+    const char *error;   /* NULL: the caller's word (store_error, recall_failed) */
+    const char *message; /* after "<what>: " */
+} k_failures[DONTO_E_N] = {
+    [DONTO_E_NONE] = {500, NULL, "failed (details in the coordinator's log)"},
+    [DONTO_E_INTERNAL] = {500, NULL, "failed (details in the coordinator's log)"},
+    [DONTO_E_INVALID] = {400, "bad_request", "the request was refused as invalid"},
+    [DONTO_E_NOT_FOUND] = {404, "not_found", "not found"},
+    [DONTO_E_CONFLICT] = {409, "conflict", "conflicts with what is stored"},
+    [DONTO_E_UNAVAILABLE] = {503, "database_unavailable", "the database is unreachable; retry later"},
+    [DONTO_E_NOMEM] = {503, "out_of_memory", "the coordinator is out of memory; retry later"},
+};
+
+static answer failure(const char *what, const char *internal_error, const donto_err *e) {
+    donto_code code = donto_err_code(e);
+    DLOG_ERROR("coord: %s failed (%s): %s", what, donto_code_name(code), e->msg);
+    const char *word = k_failures[code].error ? k_failures[code].error : internal_error;
+    return errorf(k_failures[code].status, word, "%s: %s", what, k_failures[code].message);
 }
 
 static void count_hit(donto_coord *c, int route, unsigned status) {
@@ -386,11 +400,11 @@ static enum MHD_Result absorb(donto_coord *c, request *r, const char *data, size
 
 static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
     donto_lease_req q;
-    donto_err e = {{0}};
+    donto_err e = {0};
     if (donto_proto_parse_lease(r->body, r->len, &q, &e)) return errorf(400, "bad_request", "%s", e.msg);
     donto_lease_batch b = {0};
-    if (s->ops->lease(s, q.worker_id, q.n, q.target, c->now_ms(c->clock_ctx), c->ttl_ms, &b, &e))
-        return store_failure(s, "lease", &e);
+    if (donto_store_lease(s, q.worker_id, q.n, q.target, c->now_ms(c->clock_ctx), c->ttl_ms, &b, &e))
+        return failure("lease", "store_error", &e);
     answer a = {200, donto_proto_lease_response(&b), NULL};
     DLOG_DEBUG("coord: lease %s n=%d target=%s -> %zu", q.worker_id, q.n,
                q.target < 0 ? "any" : donto_proto_target_name(q.target), b.n);
@@ -402,7 +416,7 @@ static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
  * passed validation to the store, and maps its verdicts back by index. */
 static answer do_items(donto_coord *c, donto_store *s, const request *r, int submit) {
     donto_items_req q;
-    donto_err e = {{0}};
+    donto_err e = {0};
     if ((submit ? donto_proto_parse_submit : donto_proto_parse_release)(r->body, r->len, &q, &e))
         return errorf(400, "bad_request", "%s", e.msg);
     answer a = {500, NULL, NULL};
@@ -429,8 +443,8 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int sub
     }
     if (submit) {
         donto_submit_result res = {.upserted = 0, .reject = rej};
-        if (nv && s->ops->submit(s, q.worker_id, si, nv, c->now_ms(c->clock_ctx), &res, &e)) {
-            a = store_failure(s, "submit", &e);
+        if (nv && donto_store_submit(s, q.worker_id, si, nv, c->now_ms(c->clock_ctx), &res, &e)) {
+            a = failure("submit", "store_error", &e);
             goto done;
         }
         for (size_t j = 0; j < nv; j++)
@@ -439,8 +453,8 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int sub
         DLOG_DEBUG("coord: submit %s items=%zu upserted=%zu", q.worker_id, q.n, res.upserted);
     } else {
         size_t released = 0;
-        if (nv && s->ops->release(s, q.worker_id, si, nv, &released, &e)) {
-            a = store_failure(s, "release", &e);
+        if (nv && donto_store_release(s, q.worker_id, si, nv, &released, &e)) {
+            a = failure("release", "store_error", &e);
             goto done;
         }
         a = (answer){200, donto_proto_release_response(released), NULL};
@@ -455,11 +469,11 @@ done:
 
 static answer do_report(donto_coord *c, donto_store *s, const request *r) {
     donto_report_req q;
-    donto_err e = {{0}};
+    donto_err e = {0};
     if (donto_proto_parse_report(r->body, r->len, &q, &e)) return errorf(400, "bad_request", "%s", e.msg);
     answer a;
-    if (s->ops->report(s, q.worker_id, q.kind, q.message, c->now_ms(c->clock_ctx), &e))
-        a = store_failure(s, "report", &e);
+    if (donto_store_report(s, q.worker_id, q.kind, q.message, c->now_ms(c->clock_ctx), &e))
+        a = failure("report", "store_error", &e);
     else
         a = (answer){200, donto_proto_ok_response(), NULL};
     /* The message itself stays in the store: it is free text from a worker
@@ -481,40 +495,32 @@ static answer do_report(donto_coord *c, donto_store *s, const request *r) {
 static answer do_stats(donto_coord *c, donto_store *s) {
     donto_target_stats st[DONTO_TARGET_N];
     memset(st, 0, sizeof st);
-    donto_err e = {{0}};
+    donto_err e = {0};
     int64_t now = c->now_ms(c->clock_ctx);
-    if (s->ops->stats(s, now, st, &e)) return store_failure(s, "stats", &e);
+    if (donto_store_stats(s, now, st, &e)) return failure("stats", "store_error", &e);
     donto_stats_extra x;
     memset(&x, 0, sizeof x);
     donto_contributor *con = NULL;
     donto_report *rep = NULL;
     size_t ncon = 0, nrep = 0;
-    if (s->ops->embedded_since) {
-        if (s->ops->embedded_since(s, now - 60000, &x.per_minute, &e) == 0) x.have_rate = 1;
-        else DLOG_WARN("coord: stats: items per minute: %s", e.msg);
-    }
-    if (s->ops->contributors) {
-        /* A contributor's rate: its vectors in the STATS_RATE_MINUTES whole
-         * minutes before the current one plus the current one so far,
-         * divided by exactly that span. */
-        int64_t since = (now / 60000 - STATS_RATE_MINUTES) * 60000;
-        if (s->ops->contributors(s, STATS_LIST_MAX, since, &con, &ncon, &e) == 0)
-            x.have_contributors = 1, x.contributors = con, x.n_contributors = ncon,
-            x.recent_minutes = (double)(now - since) / 60000.0;
-        else DLOG_WARN("coord: stats: contributors: %s", e.msg);
-    }
+    if (donto_store_embedded_since(s, now - 60000, &x.per_minute, &e) == 0) x.have_rate = 1;
+    else if (e.code != DONTO_E_NOT_FOUND) DLOG_WARN("coord: stats: items per minute: %s", e.msg);
+    /* A contributor's rate: its vectors in the STATS_RATE_MINUTES whole
+     * minutes before the current one plus the current one so far,
+     * divided by exactly that span. */
+    int64_t since = (now / 60000 - STATS_RATE_MINUTES) * 60000;
+    if (donto_store_contributors(s, STATS_LIST_MAX, since, &con, &ncon, &e) == 0)
+        x.have_contributors = 1, x.contributors = con, x.n_contributors = ncon,
+        x.recent_minutes = (double)(now - since) / 60000.0;
+    else if (e.code != DONTO_E_NOT_FOUND) DLOG_WARN("coord: stats: contributors: %s", e.msg);
     int64_t series[STATS_SERIES_MINUTES];
-    if (s->ops->series) {
-        int64_t start = now / 60000 - (STATS_SERIES_MINUTES - 1);
-        if (s->ops->series(s, start, STATS_SERIES_MINUTES, series, &e) == 0)
-            x.have_series = 1, x.series = series, x.n_series = STATS_SERIES_MINUTES, x.series_start_min = start;
-        else DLOG_WARN("coord: stats: per-minute series: %s", e.msg);
-    }
-    if (s->ops->reports_recent) {
-        if (s->ops->reports_recent(s, STATS_LIST_MAX, &rep, &nrep, &e) == 0)
-            x.have_reports = 1, x.reports = rep, x.n_reports = nrep;
-        else DLOG_WARN("coord: stats: reports: %s", e.msg);
-    }
+    int64_t start = now / 60000 - (STATS_SERIES_MINUTES - 1);
+    if (donto_store_series(s, start, STATS_SERIES_MINUTES, series, &e) == 0)
+        x.have_series = 1, x.series = series, x.n_series = STATS_SERIES_MINUTES, x.series_start_min = start;
+    else if (e.code != DONTO_E_NOT_FOUND) DLOG_WARN("coord: stats: per-minute series: %s", e.msg);
+    if (donto_store_reports_recent(s, STATS_LIST_MAX, &rep, &nrep, &e) == 0)
+        x.have_reports = 1, x.reports = rep, x.n_reports = nrep;
+    else if (e.code != DONTO_E_NOT_FOUND) DLOG_WARN("coord: stats: reports: %s", e.msg);
     answer a = {200, donto_proto_stats_response(st, &x), NULL};
     donto_contributor_list_free(con, ncon);
     donto_report_list_free(rep, nrep);
@@ -529,22 +535,18 @@ static answer do_stats(donto_coord *c, donto_store *s) {
 static answer do_metrics(donto_coord *c, donto_store *s) {
     donto_target_stats st[DONTO_TARGET_N];
     memset(st, 0, sizeof st);
-    donto_err e = {{0}};
+    donto_err e = {0};
     int64_t now = c->now_ms(c->clock_ctx);
-    if (s->ops->stats(s, now, st, &e)) return store_failure(s, "metrics", &e);
+    if (donto_store_stats(s, now, st, &e)) return failure("metrics", "store_error", &e);
     int64_t per_min = 0;
     int have_rate = 0;
     donto_contributor *con = NULL;
     size_t ncon = 0;
     int have_con = 0;
-    if (s->ops->embedded_since) {
-        if (s->ops->embedded_since(s, now - 60000, &per_min, &e) == 0) have_rate = 1;
-        else DLOG_WARN("coord: metrics: items per minute: %s", e.msg);
-    }
-    if (s->ops->contributors) {
-        if (s->ops->contributors(s, METRICS_CONTRIBUTORS_MAX, 0, &con, &ncon, &e) == 0) have_con = 1;
-        else DLOG_WARN("coord: metrics: contributors: %s", e.msg);
-    }
+    if (donto_store_embedded_since(s, now - 60000, &per_min, &e) == 0) have_rate = 1;
+    else if (e.code != DONTO_E_NOT_FOUND) DLOG_WARN("coord: metrics: items per minute: %s", e.msg);
+    if (donto_store_contributors(s, METRICS_CONTRIBUTORS_MAX, 0, &con, &ncon, &e) == 0) have_con = 1;
+    else if (e.code != DONTO_E_NOT_FOUND) DLOG_WARN("coord: metrics: contributors: %s", e.msg);
     unsigned long long hits[R_N + 1][N_STATUS];
     for (int r = 0; r <= R_N; r++)
         for (size_t k = 0; k < N_STATUS; k++) hits[r][k] = atomic_load_explicit(&c->hits[r][k], memory_order_relaxed);
@@ -614,13 +616,10 @@ static answer do_recall(donto_coord *c, donto_store *s, struct MHD_Connection *c
     donto_recall_hit *hits = NULL;
     size_t n = 0;
     donto_recall_info info;
-    donto_err e = {{0}};
+    donto_err e = {0};
     if (donto_recall_query(c->recall, s, (donto_target)t, q, (size_t)k, &hits, &n, &info, &e)) {
         /* Details (paths, SQL, dimensions) go to the log only. */
-        donto_err pe;
-        if (s->ops->ping(s, &pe) != 0) return store_failure(s, "recall", &e);
-        DLOG_ERROR("coord: recall failed: %s", e.msg);
-        return errorf(500, "recall_failed", "recall failed (details in the coordinator's log)");
+        return failure("recall", "recall_failed", &e);
     }
     char *json = donto_recall_json(q, (donto_target)t, c->recall_model ? c->recall_model : "", &info, hits, n);
     donto_recall_hits_free(hits, n);
@@ -630,8 +629,8 @@ static answer do_recall(donto_coord *c, donto_store *s, struct MHD_Connection *c
 
 /* Unauthenticated: says whether the database answers, never why not. */
 static answer do_health(donto_coord *c, donto_store *s) {
-    donto_err e = {{0}};
-    int up = s->ops->ping(s, &e) == 0;
+    donto_err e = {0};
+    int up = donto_store_ping(s, &e) == 0;
     if (!up) DLOG_WARN("coord: health: %s", e.msg);
     return (answer){up ? 200 : 503,
                     donto_proto_health_response(up, c->version, up, up ? NULL : "database unreachable"), NULL};
@@ -645,9 +644,9 @@ static int gate(donto_store *s, const request *r, answer *a) {
     int found = 0;
     donto_role role = DONTO_ROLE_CONTRIBUTOR;
     char name[128] = "";
-    donto_err e = {{0}};
-    if (s->ops->token_check(s, r->token_hash, &found, &role, name, sizeof name, &e)) {
-        *a = store_failure(s, "token check", &e);
+    donto_err e = {0};
+    if (donto_store_token_check(s, r->token_hash, &found, &role, name, sizeof name, &e)) {
+        *a = failure("token check", "store_error", &e);
         return -1;
     }
     if (!found) {

@@ -233,7 +233,7 @@ static int read_after(donto_recall *r, donto_store *s, donto_target t, coll *c, 
     int64_t cur = after;
     for (;;) {
         donto_vec_page p;
-        if (s->ops->vectors_page(s, t, r->model, cur, after_id, DONTO_RECALL_PAGE, &p, err)) {
+        if (donto_store_vectors_page(s, t, r->model, cur, after_id, DONTO_RECALL_PAGE, &p, err)) {
             free(last_id);
             return -1;
         }
@@ -286,7 +286,7 @@ static int read_after(donto_recall *r, donto_store *s, donto_target t, coll *c, 
 static void save_index(donto_recall *r, donto_target t, coll *c) {
     if (!r->prefix || !c->ann) return;
     char *fa = path_of(r, t, "faiss"), *fi = path_of(r, t, "ids");
-    donto_err e = {{0}};
+    donto_err e = {0};
     /* Index first, ids second: a crash in between leaves a pair whose sizes
      * disagree, which the next load rejects (and rebuilds). */
     if (donto_ann_save(c->ann, fa, &e) || ids_save(r, c, fi, &e))
@@ -310,7 +310,7 @@ static int maybe_build(donto_recall *r, donto_target t, coll *c, donto_err *err)
 static void try_load(donto_recall *r, donto_target t, coll *c) {
     if (!r->prefix || r->exact) return;
     char *fa = path_of(r, t, "faiss"), *fi = path_of(r, t, "ids");
-    donto_err e = {{0}};
+    donto_err e = {0};
     FILE *probe = fopen(fi, "rb");
     if (!probe) goto out;
     fclose(probe);
@@ -332,9 +332,7 @@ out:
 static int refresh(donto_recall *r, donto_store *s, donto_target t, donto_recall_info *info, donto_err *err) {
     coll *c = &r->c[t];
     int64_t cnt, maxc;
-    if (!s->ops->vectors_mark || !s->ops->vectors_page)
-        return donto_seterr(err, "recall: this store cannot read vectors");
-    if (s->ops->vectors_mark(s, t, r->model, INT64_MIN, &cnt, &maxc, err)) return -1;
+    if (donto_store_vectors_mark(s, t, r->model, INT64_MIN, &cnt, &maxc, err)) return -1;
     if (!c->loaded) {
         try_load(r, t, c);
         if (c->loaded) info->loaded = 1;
@@ -345,7 +343,7 @@ static int refresh(donto_recall *r, donto_store *s, donto_target t, donto_recall
     if (c->loaded && cnt > c->count) {
         /* Only new rows since the mark? Then read just those. */
         int64_t newer, newmax;
-        if (s->ops->vectors_mark(s, t, r->model, c->max_created, &newer, &newmax, err)) return -1;
+        if (donto_store_vectors_mark(s, t, r->model, c->max_created, &newer, &newmax, err)) return -1;
         if (newer == cnt - c->count) {
             size_t before = c->n;
             if (read_after(r, s, t, c, c->max_created, &fresh, &nfresh, err)) goto rebuild_err;
@@ -434,7 +432,7 @@ out:
     if (rc == 0 && got) {
         /* Texts outside the lock: the substrate is another module's table. */
         char **texts = donto_xcalloc(got, sizeof *texts);
-        donto_err te = {{0}};
+        donto_err te = {0};
         if (donto_substrate_texts(s, t, (const char *const *)ids, got, texts, &te)) {
             DLOG_WARN("recall: texts unavailable (%s); showing item ids", te.msg);
             for (size_t i = 0; i < got; i++) free(texts[i]), texts[i] = NULL;

@@ -122,8 +122,8 @@ static const struct {
     [Q_TOK_CHECK] = {"SELECT name, role FROM tokens WHERE hash = $1 AND revoked = 0", 1},
     [Q_TOK_REVOKE] = {"UPDATE tokens SET revoked = 1 WHERE name = $1 AND revoked = 0", 1},
     [Q_TOK_LIST] = {"SELECT name, role, created, revoked FROM tokens ORDER BY name", 0},
-    [Q_MIG_HAS] = {"SELECT 1 FROM schema_migrations WHERE version = $1", 1},
-    [Q_MIG_ADD] = {"INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", 2},
+    [Q_MIG_HAS] = {"SELECT 1 FROM donto_migrations WHERE module = $1 AND version = $2", 2},
+    [Q_MIG_ADD] = {"INSERT INTO donto_migrations (module, version, name) VALUES ($1, $2, $3)", 3},
     /* Recall: both walk the vectors_recall index (migration 5). The page is
      * read in binary (raw bytea, no hex round trip). */
     [Q_VEC_MARK] = {"SELECT count(*), max(created) FROM vectors WHERE target = $1 AND model = $2 "
@@ -133,77 +133,6 @@ static const struct {
                     "AND created >= $3 AND ($4::text IS NULL OR (created, item_id) > ($3, $4::text)) "
                     "ORDER BY created, item_id LIMIT $5",
                     5},
-};
-
-/* Numbered migrations; never edit one that has shipped, add the next. */
-static const struct {
-    int version;
-    const char *name;
-    const char *sql;
-} MIGRATIONS[] = {
-    {1, "queue and vectors",
-     "CREATE TABLE queue (target SMALLINT NOT NULL, item_id TEXT NOT NULL, model TEXT NOT NULL,"
-     " text TEXT NOT NULL, lease_owner TEXT, lease_id BIGINT,"
-     " lease_expires BIGINT NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,"
-     " PRIMARY KEY (target, item_id, model));"
-     "CREATE INDEX queue_ready ON queue (lease_expires);"
-     "CREATE INDEX queue_target_ready ON queue (target, lease_expires);"
-     "CREATE SEQUENCE lease_seq;"
-     "CREATE TABLE vectors (target SMALLINT NOT NULL, item_id TEXT NOT NULL, model TEXT NOT NULL,"
-     " dims INTEGER NOT NULL, vec BYTEA NOT NULL, contributor TEXT NOT NULL, lease_id BIGINT,"
-     " created BIGINT NOT NULL, PRIMARY KEY (target, item_id, model));"
-     "CREATE INDEX vectors_created ON vectors (created);"
-     "CREATE TABLE models (name TEXT PRIMARY KEY, dims INTEGER NOT NULL);"},
-    {2, "tokens",
-     "CREATE TABLE tokens (name TEXT PRIMARY KEY, hash BYTEA NOT NULL UNIQUE,"
-     " role TEXT NOT NULL CHECK (role IN ('contributor', 'admin')),"
-     " created BIGINT NOT NULL, revoked SMALLINT NOT NULL DEFAULT 0);"},
-    {3, "reports and contributors",
-     "CREATE TABLE reports (id BIGSERIAL PRIMARY KEY, worker_id TEXT NOT NULL,"
-     " kind TEXT NOT NULL, message TEXT NOT NULL, created BIGINT NOT NULL);"
-     "CREATE INDEX reports_created ON reports (created);"
-     "CREATE TABLE contributors (worker_id TEXT PRIMARY KEY, total BIGINT NOT NULL DEFAULT 0,"
-     " rejected BIGINT NOT NULL DEFAULT 0, last_seen BIGINT NOT NULL DEFAULT 0);"},
-    {4, "throughput per contributor and minute",
-     "CREATE TABLE contributor_minutes (worker_id TEXT NOT NULL, minute BIGINT NOT NULL,"
-     " n BIGINT NOT NULL, PRIMARY KEY (worker_id, minute));"
-     "CREATE INDEX contributor_minutes_minute ON contributor_minutes (minute);"},
-    /* Recall reads a target+model's vectors in (created, item_id) order, in
-     * pages, and counts those past a high-water mark. */
-    {5, "recall index", "CREATE INDEX vectors_recall ON vectors (target, model, created, item_id);"},
-    /* Every lease rewrites lease_expires, so each index on it costs one
-     * entry per leased row: leases walk (target, lease_expires) only. */
-    {6, "one ready index", "DROP INDEX IF EXISTS queue_ready;"},
-    /* The substrate (src/substrate/, docs/substrate.md): donto's tables. A
-     * gap before 10 leaves numbers for queue migrations of other branches.
-     * Live = upper_inf(tx_time); retraction closes the range. */
-    {10, "substrate",
-     "CREATE TABLE donto_statement (statement_id UUID PRIMARY KEY, subject TEXT NOT NULL,"
-     " predicate TEXT NOT NULL, object_iri TEXT, object_lit JSONB,"
-     " context TEXT NOT NULL DEFAULT 'donto:default',"
-     " tx_time TSTZRANGE NOT NULL DEFAULT tstzrange(now(), NULL), valid_time TSTZRANGE,"
-     " flags INTEGER NOT NULL DEFAULT 0,"
-     " CHECK ((object_iri IS NULL) <> (object_lit IS NULL)));"
-     "CREATE INDEX donto_statement_subject ON donto_statement (subject);"
-     /* Small (retracted rows only): enqueue's "not retracted since the
-      * snapshot" check per batch probes this, not the whole table. */
-     "CREATE INDEX donto_statement_retracted ON donto_statement (statement_id)"
-     " WHERE NOT upper_inf(tx_time);"
-     "CREATE TABLE donto_predicate (iri TEXT PRIMARY KEY, label TEXT, description TEXT);"
-     "CREATE TABLE donto_entity_symbol (symbol_id BIGSERIAL PRIMARY KEY,"
-     " iri TEXT NOT NULL UNIQUE, normalized_label TEXT, kind TEXT);"
-     "CREATE TABLE donto_memory_chunk (chunk_id TEXT PRIMARY KEY, source TEXT,"
-     " text TEXT NOT NULL, tx_time TSTZRANGE NOT NULL DEFAULT tstzrange(now(), NULL));"
-     "CREATE INDEX donto_memory_chunk_retracted ON donto_memory_chunk (chunk_id)"
-     " WHERE NOT upper_inf(tx_time);"
-     "CREATE TABLE donto_argument (argument_id BIGSERIAL PRIMARY KEY,"
-     " source_statement_id UUID NOT NULL REFERENCES donto_statement (statement_id),"
-     " target_statement_id UUID NOT NULL REFERENCES donto_statement (statement_id),"
-     " relation TEXT NOT NULL CHECK (relation IN ('supports', 'rebuts', 'undercuts',"
-     " 'undermines', 'qualifies')), strength DOUBLE PRECISION,"
-     " tx_time TSTZRANGE NOT NULL DEFAULT tstzrange(now(), NULL),"
-     " UNIQUE (source_statement_id, target_statement_id, relation));"
-     "CREATE INDEX donto_argument_target ON donto_argument (target_statement_id);"},
 };
 
 #define MODEL_CACHE 8
@@ -245,6 +174,20 @@ static void p_bin(pgp *p, const void *b, size_t len) {
 }
 
 /* err = "postgres: <step>: <server or libpq message>"; clears res. */
+/* What kind of failure the last one was (util.h), from the connection's
+ * state and the SQLSTATE class: 08 connection, 53 resources, 57 operator
+ * intervention (shutdown), 40 rollback (deadlock, serialization) are worth
+ * a retry later; 23 is a constraint; 22 bad data. */
+static donto_code pg_code(const pg_store *s) {
+    if (PQstatus(s->conn) != CONNECTION_OK) return DONTO_E_UNAVAILABLE;
+    const char *c = s->sqlstate;
+    if (!strncmp(c, "08", 2) || !strncmp(c, "53", 2) || !strncmp(c, "57", 2) || !strncmp(c, "40", 2))
+        return DONTO_E_UNAVAILABLE;
+    if (!strncmp(c, "23", 2)) return DONTO_E_CONFLICT;
+    if (!strncmp(c, "22", 2)) return DONTO_E_INVALID;
+    return DONTO_E_INTERNAL;
+}
+
 static int pg_fail(pg_store *s, donto_err *err, const char *step, PGresult *res) {
     const char *msg = res ? PQresultErrorMessage(res) : "";
     if (!msg || !*msg) msg = PQerrorMessage(s->conn);
@@ -252,7 +195,7 @@ static int pg_fail(pg_store *s, donto_err *err, const char *step, PGresult *res)
     snprintf(s->sqlstate, sizeof s->sqlstate, "%s", st ? st : "");
     size_t len = strlen(msg);
     while (len && (msg[len - 1] == '\n' || msg[len - 1] == ' ')) len--;
-    donto_seterr(err, "postgres: %s: %.*s", step, (int)len, msg);
+    donto_seterrc(err, pg_code(s), "postgres: %s: %.*s", step, (int)len, msg);
     PQclear(res);
     return -1;
 }
@@ -350,31 +293,56 @@ static int retryable(const pg_store *s) {
     return strcmp(s->sqlstate, "40P01") == 0 || strcmp(s->sqlstate, "40001") == 0;
 }
 
-static int pg_migrate(donto_store *b, donto_err *err) {
+static int pg_migrate(donto_store *b, const donto_migrations *set, donto_err *err) {
     pg_store *s = (pg_store *)b;
     if (pg_ready(s, err)) return -1;
     /* One transaction, under an advisory lock, so that coordinators starting
-     * together apply each migration once (DDL is transactional here). */
+     * together apply each migration once (DDL is transactional here). The
+     * first time, what a database made before the registry recorded in
+     * schema_migrations is carried over (store_int.h). */
     if (pg_cmd(s, "BEGIN", err)) return -1;
-    if (pg_cmd(s, "SELECT pg_advisory_xact_lock(7316001)", err) ||
-        pg_cmd(s,
-               "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
-               " name TEXT NOT NULL, applied TIMESTAMPTZ NOT NULL DEFAULT now())",
-               err))
+    if (pg_cmd(s, "SELECT pg_advisory_xact_lock(7316001)", err)) return pg_abort(s);
+    PGresult *r = PQexec(s->conn, "SELECT to_regclass('donto_migrations') IS NULL,"
+                                  " to_regclass('schema_migrations') IS NOT NULL");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        pg_fail(s, err, "read the catalog", r);
         return pg_abort(s);
-    for (size_t i = 0; i < sizeof MIGRATIONS / sizeof MIGRATIONS[0]; i++) {
+    }
+    int fresh = PQgetvalue(r, 0, 0)[0] == 't', legacy = PQgetvalue(r, 0, 1)[0] == 't';
+    PQclear(r);
+    if (fresh) {
+        if (pg_cmd(s,
+                   "CREATE TABLE donto_migrations (module TEXT NOT NULL, version INTEGER NOT NULL,"
+                   " name TEXT NOT NULL, applied TIMESTAMPTZ NOT NULL DEFAULT now(),"
+                   " PRIMARY KEY (module, version))",
+                   err))
+            return pg_abort(s);
+        if (legacy && pg_cmd_step(s,
+                                  "INSERT INTO donto_migrations SELECT CASE WHEN version < 10 THEN 'store'"
+                                  " ELSE 'substrate' END, CASE WHEN version < 10 THEN version"
+                                  " ELSE version - 9 END, name, applied FROM schema_migrations",
+                                  "carry over schema_migrations", err))
+            return pg_abort(s);
+    }
+    for (size_t i = 0; i < set->n; i++) {
+        const donto_migration *m = &set->list[i];
+        if (!m->sql[DONTO_DB_POSTGRES]) {
+            donto_seterrc(err, DONTO_E_INTERNAL, "migration %s %d (%s) has no PostgreSQL SQL",
+                          set->module, m->version, m->name);
+            return pg_abort(s);
+        }
         pgp p = {0};
-        p_i64(&p, MIGRATIONS[i].version);
-        PGresult *r = pg_q(s, Q_MIG_HAS, &p, "read schema_migrations", err);
-        if (!r) return pg_abort(s);
+        p_text(&p, set->module);
+        p_i64(&p, m->version);
+        if (!(r = pg_q(s, Q_MIG_HAS, &p, "read donto_migrations", err))) return pg_abort(s);
         int have = PQntuples(r) > 0;
         PQclear(r);
         if (have) continue;
-        if (pg_cmd_step(s, MIGRATIONS[i].sql, "apply", err)) {
-            donto_preerr(err, "migration %d (%s)", MIGRATIONS[i].version, MIGRATIONS[i].name);
+        if (pg_cmd_step(s, m->sql[DONTO_DB_POSTGRES], "apply", err)) {
+            donto_preerr(err, "migration %s %d (%s)", set->module, m->version, m->name);
             return pg_abort(s);
         }
-        p_text(&p, MIGRATIONS[i].name);
+        p_text(&p, m->name);
         if (!(r = pg_q(s, Q_MIG_ADD, &p, "record migration", err))) return pg_abort(s);
         PQclear(r);
     }
@@ -978,7 +946,8 @@ static int pg_token_add(donto_store *b, const char *name, donto_role role, const
     PGresult *r = pg_q(s, Q_TOK_ADD, &p, "token add", err);
     if (!r) {
         if (strcmp(s->sqlstate, "23505") == 0)
-            return donto_seterr(err, "token '%s' already exists (or its hash is in use)", name);
+            return donto_seterrc(err, DONTO_E_CONFLICT,
+                                 "token '%s' already exists (or its hash is in use)", name);
         return -1;
     }
     PQclear(r);
@@ -1114,6 +1083,15 @@ static void pg_close(donto_store *b) {
     free(s);
 }
 
+/* The connection, reconnected once if the server went away. */
+static int pg_db(donto_store *b, donto_db *out, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    if (pg_ready(s, err)) return -1;
+    out->kind = DONTO_DB_POSTGRES;
+    out->pg = s->conn;
+    return 0;
+}
+
 static const donto_store_ops PG_OPS = {
     .migrate = pg_migrate,
     .enqueue = pg_enqueue,
@@ -1133,6 +1111,7 @@ static const donto_store_ops PG_OPS = {
     .vectors_mark = pg_vectors_mark,
     .vectors_page = pg_vectors_page,
     .ping = pg_ping,
+    .db = pg_db,
     .close = pg_close,
 };
 
@@ -1146,7 +1125,7 @@ int donto_store_open_pg(const char *url, donto_store **out, donto_err *err) {
         if (s->conn)
             pg_fail(s, err, "connect", NULL);
         else
-            donto_seterr(err, "postgres: connect: out of memory");
+            donto_seterrc(err, DONTO_E_NOMEM, "postgres: connect: out of memory");
         pg_close(&s->base);
         return -1;
     }
@@ -1156,12 +1135,4 @@ int donto_store_open_pg(const char *url, donto_store **out, donto_err *err) {
     }
     *out = &s->base;
     return 0;
-}
-
-struct pg_conn *donto_store_pg_conn(donto_store *b) {
-    if (!b || b->ops != &PG_OPS) return NULL;
-    pg_store *s = (pg_store *)b;
-    donto_err err;
-    if (pg_ready(s, &err)) return NULL; /* reconnect once if the server went away */
-    return s->conn;
 }

@@ -74,82 +74,15 @@ static const char *const SQL[Q_N] = {
     [Q_TOK_CHECK] = "SELECT name, role FROM tokens WHERE hash = ?1 AND revoked = 0",
     [Q_TOK_REVOKE] = "UPDATE tokens SET revoked = 1 WHERE name = ?1 AND revoked = 0",
     [Q_TOK_LIST] = "SELECT name, role, created, revoked FROM tokens ORDER BY name",
-    [Q_MIG_HAS] = "SELECT 1 FROM schema_migrations WHERE version = ?1",
-    [Q_MIG_ADD] = "INSERT INTO schema_migrations (version, name, applied) "
-                  "VALUES (?1, ?2, strftime('%s','now'))",
+    [Q_MIG_HAS] = "SELECT 1 FROM donto_migrations WHERE module = ?1 AND version = ?2",
+    [Q_MIG_ADD] = "INSERT INTO donto_migrations (module, version, name, applied) "
+                  "VALUES (?1, ?2, ?3, CAST(strftime('%s', 'now') AS INTEGER))",
     /* Recall: both walk the vectors_recall index (migration 5). */
     [Q_VEC_MARK] = "SELECT count(*), max(created) FROM vectors WHERE target = ?1 AND model = ?2 "
                    "AND created > ?3",
     [Q_VEC_PAGE] = "SELECT item_id, created, dims, vec FROM vectors WHERE target = ?1 AND model = ?2 "
                    "AND created >= ?3 AND (?4 IS NULL OR (created, item_id) > (?3, ?4)) "
                    "ORDER BY created, item_id LIMIT ?5",
-};
-
-/* Numbered migrations; never edit one that has shipped, add the next. */
-static const struct {
-    int version;
-    const char *name;
-    const char *sql;
-} MIGRATIONS[] = {
-    {1, "queue and vectors",
-     /* lease_expires is 0 (not NULL) for items never leased or released, so
-      * "ready" is one range, lease_expires <= now, served by one index walk
-      * that stops after n rows (expired leases are ready with no reclaim). */
-     "CREATE TABLE queue (target INTEGER NOT NULL, item_id TEXT NOT NULL, model TEXT NOT NULL,"
-     " text TEXT NOT NULL, lease_owner TEXT, lease_id INTEGER,"
-     " lease_expires INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,"
-     " PRIMARY KEY (target, item_id, model));"
-     "CREATE INDEX queue_ready ON queue (lease_expires);"
-     "CREATE INDEX queue_target_ready ON queue (target, lease_expires);"
-     "CREATE TABLE vectors (target INTEGER NOT NULL, item_id TEXT NOT NULL, model TEXT NOT NULL,"
-     " dims INTEGER NOT NULL, vec BLOB NOT NULL, contributor TEXT NOT NULL, lease_id INTEGER,"
-     " created INTEGER NOT NULL, PRIMARY KEY (target, item_id, model));"
-     "CREATE INDEX vectors_created ON vectors (created);"
-     "CREATE TABLE models (name TEXT PRIMARY KEY, dims INTEGER NOT NULL);"
-     "CREATE TABLE lease_seq (id INTEGER PRIMARY KEY CHECK (id = 1), next INTEGER NOT NULL);"
-     "INSERT INTO lease_seq VALUES (1, 1);"},
-    {2, "tokens",
-     "CREATE TABLE tokens (name TEXT PRIMARY KEY, hash BLOB NOT NULL UNIQUE,"
-     " role TEXT NOT NULL CHECK (role IN ('contributor', 'admin')),"
-     " created INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);"},
-    {3, "reports and contributors",
-     "CREATE TABLE reports (id INTEGER PRIMARY KEY AUTOINCREMENT, worker_id TEXT NOT NULL,"
-     " kind TEXT NOT NULL, message TEXT NOT NULL, created INTEGER NOT NULL);"
-     "CREATE INDEX reports_created ON reports (created);"
-     "CREATE TABLE contributors (worker_id TEXT PRIMARY KEY, total INTEGER NOT NULL DEFAULT 0,"
-     " rejected INTEGER NOT NULL DEFAULT 0, last_seen INTEGER NOT NULL DEFAULT 0);"},
-    {4, "throughput per contributor and minute",
-     "CREATE TABLE contributor_minutes (worker_id TEXT NOT NULL, minute INTEGER NOT NULL,"
-     " n INTEGER NOT NULL, PRIMARY KEY (worker_id, minute));"
-     "CREATE INDEX contributor_minutes_minute ON contributor_minutes (minute);"},
-    /* Recall reads a target+model's vectors in (created, item_id) order, in
-     * pages, and counts those past a high-water mark. */
-    {5, "recall index",
-     "CREATE INDEX vectors_recall ON vectors (target, model, created, item_id);"},
-    /* Leases walk (target, lease_expires) only (pg.c says why). */
-    {6, "one ready index", "DROP INDEX IF EXISTS queue_ready;"},
-    /* The substrate (src/substrate/, docs/substrate.md): donto's tables. A
-     * gap before 10 leaves numbers for queue migrations of other branches.
-     * tx_time is two columns here (Unix ms; tx_until NULL = open = live). */
-    {10, "substrate",
-     "CREATE TABLE donto_statement (statement_id TEXT PRIMARY KEY, subject TEXT NOT NULL,"
-     " predicate TEXT NOT NULL, object_iri TEXT, object_lit TEXT,"
-     " context TEXT NOT NULL DEFAULT 'donto:default', tx_from INTEGER NOT NULL,"
-     " tx_until INTEGER, valid_from TEXT, valid_until TEXT, flags INTEGER NOT NULL DEFAULT 0,"
-     " CHECK ((object_iri IS NULL) <> (object_lit IS NULL)));"
-     "CREATE INDEX donto_statement_subject ON donto_statement (subject);"
-     "CREATE TABLE donto_predicate (iri TEXT PRIMARY KEY, label TEXT, description TEXT);"
-     "CREATE TABLE donto_entity_symbol (symbol_id INTEGER PRIMARY KEY AUTOINCREMENT,"
-     " iri TEXT NOT NULL UNIQUE, normalized_label TEXT, kind TEXT);"
-     "CREATE TABLE donto_memory_chunk (chunk_id TEXT PRIMARY KEY, source TEXT,"
-     " text TEXT NOT NULL, tx_from INTEGER NOT NULL, tx_until INTEGER);"
-     "CREATE TABLE donto_argument (argument_id INTEGER PRIMARY KEY AUTOINCREMENT,"
-     " source_statement_id TEXT NOT NULL REFERENCES donto_statement (statement_id),"
-     " target_statement_id TEXT NOT NULL REFERENCES donto_statement (statement_id),"
-     " relation TEXT NOT NULL CHECK (relation IN ('supports', 'rebuts', 'undercuts',"
-     " 'undermines', 'qualifies')), strength REAL, tx_from INTEGER NOT NULL, tx_until INTEGER,"
-     " UNIQUE (source_statement_id, target_statement_id, relation));"
-     "CREATE INDEX donto_argument_target ON donto_argument (target_statement_id);"},
 };
 
 #define MODEL_CACHE 8
@@ -167,8 +100,21 @@ typedef struct sq_store {
     int nmodels;
 } sq_store;
 
+/* What kind of failure SQLite's last result code is (util.h). */
+static donto_code sq_code(sqlite3 *db) {
+    switch (sqlite3_errcode(db)) {
+    case SQLITE_BUSY: case SQLITE_LOCKED: case SQLITE_CANTOPEN: case SQLITE_IOERR:
+    case SQLITE_FULL: case SQLITE_READONLY: case SQLITE_PROTOCOL:
+        return DONTO_E_UNAVAILABLE;
+    case SQLITE_CONSTRAINT: return DONTO_E_CONFLICT;
+    case SQLITE_NOMEM: return DONTO_E_NOMEM;
+    case SQLITE_TOOBIG: case SQLITE_MISMATCH: case SQLITE_RANGE: return DONTO_E_INVALID;
+    default: return DONTO_E_INTERNAL;
+    }
+}
+
 static int sq_fail(sq_store *s, donto_err *err, const char *step) {
-    return donto_seterr(err, "sqlite: %s: %s", step, sqlite3_errmsg(s->db));
+    return donto_seterrc(err, sq_code(s->db), "sqlite: %s: %s", step, sqlite3_errmsg(s->db));
 }
 
 /* The prepared statement for q, ready to bind (reset, bindings cleared). */
@@ -253,35 +199,78 @@ static int sq_busy(void *arg, int count) {
     return 1;
 }
 
-static int sq_migrate(donto_store *b, donto_err *err) {
+/* Create donto_migrations, and the first time carry over what a database
+ * made before the registry recorded in schema_migrations. */
+static int sq_migrations_table(sq_store *s, donto_err *err) {
+    if (sq_begin(s, err)) return -1;
+    sqlite3_stmt *st = NULL;
+    int fresh = 0, legacy = 0;
+    if (sqlite3_prepare_v2(s->db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN"
+                           " ('donto_migrations', 'schema_migrations')", -1, &st, NULL) != SQLITE_OK) {
+        sq_fail(s, err, "read sqlite_master");
+        return sq_abort(s);
+    }
+    fresh = 1;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        if (t && strcmp(t, "donto_migrations") == 0) fresh = 0;
+        if (t && strcmp(t, "schema_migrations") == 0) legacy = 1;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        sq_fail(s, err, "read sqlite_master");
+        return sq_abort(s);
+    }
+    if (fresh) {
+        if (sq_exec(s,
+                    "CREATE TABLE donto_migrations (module TEXT NOT NULL, version INTEGER NOT NULL,"
+                    " name TEXT NOT NULL, applied INTEGER NOT NULL, PRIMARY KEY (module, version))",
+                    err))
+            return sq_abort(s);
+        if (legacy && sq_exec_step(s,
+                                   "INSERT INTO donto_migrations SELECT CASE WHEN version < 10 THEN 'store'"
+                                   " ELSE 'substrate' END, CASE WHEN version < 10 THEN version"
+                                   " ELSE version - 9 END, name, applied FROM schema_migrations",
+                                   "carry over schema_migrations", err))
+            return sq_abort(s);
+    }
+    return sq_commit(s, err);
+}
+
+/* Each migration in its own transaction (BEGIN IMMEDIATE: one migrating
+ * process at a time; a second finds it recorded and skips it). */
+static int sq_migrate(donto_store *b, const donto_migrations *set, donto_err *err) {
     sq_store *s = (sq_store *)b;
-    if (sq_exec(s,
-                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
-                " name TEXT NOT NULL, applied INTEGER NOT NULL)",
-                err))
-        return -1;
-    for (size_t i = 0; i < sizeof MIGRATIONS / sizeof MIGRATIONS[0]; i++) {
+    if (sq_migrations_table(s, err)) return -1;
+    for (size_t i = 0; i < set->n; i++) {
+        const donto_migration *m = &set->list[i];
+        if (!m->sql[DONTO_DB_SQLITE])
+            return donto_seterrc(err, DONTO_E_INTERNAL, "migration %s %d (%s) has no SQLite SQL",
+                                 set->module, m->version, m->name);
         if (sq_begin(s, err)) return -1;
         sqlite3_stmt *st = sq_get(s, Q_MIG_HAS, err);
         if (!st) return sq_abort(s);
-        sqlite3_bind_int(st, 1, MIGRATIONS[i].version);
+        bind_text(st, 1, set->module);
+        sqlite3_bind_int(st, 2, m->version);
         int rc = sqlite3_step(st);
         sq_done(st);
         if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-            sq_fail(s, err, "read schema_migrations");
+            sq_fail(s, err, "read donto_migrations");
             return sq_abort(s);
         }
         if (rc == SQLITE_ROW) { /* already applied */
             if (sq_commit(s, err)) return -1;
             continue;
         }
-        if (sq_exec_step(s, MIGRATIONS[i].sql, "apply", err)) {
-            donto_preerr(err, "migration %d (%s)", MIGRATIONS[i].version, MIGRATIONS[i].name);
+        if (sq_exec_step(s, m->sql[DONTO_DB_SQLITE], "apply", err)) {
+            donto_preerr(err, "migration %s %d (%s)", set->module, m->version, m->name);
             return sq_abort(s);
         }
         if (!(st = sq_get(s, Q_MIG_ADD, err))) return sq_abort(s);
-        sqlite3_bind_int(st, 1, MIGRATIONS[i].version);
-        bind_text(st, 2, MIGRATIONS[i].name);
+        bind_text(st, 1, set->module);
+        sqlite3_bind_int(st, 2, m->version);
+        bind_text(st, 3, m->name);
         if (sq_run(s, st, "record migration", err)) return sq_abort(s);
         if (sq_commit(s, err)) return -1;
     }
@@ -709,7 +698,8 @@ static int sq_token_add(donto_store *b, const char *name, donto_role role, const
     sq_done(st);
     if (rc == SQLITE_DONE) return 0;
     if (ext == SQLITE_CONSTRAINT_PRIMARYKEY || ext == SQLITE_CONSTRAINT_UNIQUE)
-        return donto_seterr(err, "token '%s' already exists (or its hash is in use)", name);
+        return donto_seterrc(err, DONTO_E_CONFLICT, "token '%s' already exists (or its hash is in use)",
+                             name);
     return sq_fail(s, err, "token add");
 }
 
@@ -835,6 +825,12 @@ static void sq_close(donto_store *b) {
     free(s);
 }
 
+static int sq_db(donto_store *b, donto_db *out, donto_err *err) {
+    out->kind = DONTO_DB_SQLITE;
+    out->sqlite = ((sq_store *)b)->db;
+    return 0;
+}
+
 static const donto_store_ops SQ_OPS = {
     .migrate = sq_migrate,
     .enqueue = sq_enqueue,
@@ -854,6 +850,7 @@ static const donto_store_ops SQ_OPS = {
     .vectors_mark = sq_vectors_mark,
     .vectors_page = sq_vectors_page,
     .ping = sq_ping,
+    .db = sq_db,
     .close = sq_close,
 };
 
@@ -884,8 +881,4 @@ int donto_store_open_sqlite(const char *path, donto_store **out, donto_err *err)
     }
     *out = &s->base;
     return 0;
-}
-
-struct sqlite3 *donto_store_sqlite_db(donto_store *b) {
-    return b && b->ops == &SQ_OPS ? ((sq_store *)b)->db : NULL;
 }

@@ -1,7 +1,11 @@
-/* donto-accel: the store's backend-independent parts: names, verdicts,
- * list frees and the URL dispatch. See include/donto/store.h. */
+/* donto-accel: the store's backend-independent parts: the wrappers over the
+ * backends' methods (the one place for logging, error codes and fault
+ * injection, as SQLite wraps its pMethods), names, verdicts, list frees and
+ * the URL dispatch. See include/donto/store.h. */
 #include "store_int.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,6 +168,194 @@ void donto_report_list_free(donto_report *r, size_t n) {
         free(r[i].message);
     }
     free(r);
+}
+
+/* ---- wrappers ------------------------------------------------------------ */
+
+enum {
+    OP_MIGRATE, OP_ENQUEUE, OP_LEASE, OP_SUBMIT, OP_RELEASE, OP_REPORT, OP_STATS,
+    OP_EMBEDDED_SINCE, OP_CONTRIBUTORS, OP_SERIES, OP_REPORTS_RECENT, OP_TOKEN_ADD,
+    OP_TOKEN_CHECK, OP_TOKEN_REVOKE, OP_TOKEN_LIST, OP_VECTORS_MARK, OP_VECTORS_PAGE, OP_PING,
+    OP_DB, OP_N
+};
+static const char *const OP_NAMES[OP_N] = {
+    "migrate", "enqueue", "lease", "submit", "release", "report", "stats", "embedded_since",
+    "contributors", "series", "reports_recent", "token_add", "token_check", "token_revoke",
+    "token_list", "vectors_mark", "vectors_page", "ping", "db",
+};
+
+/* Injected faults (tests only): calls left to fail, and with which code. */
+static pthread_mutex_t g_fault_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int g_fault_any; /* fast path: 0 when nothing is armed */
+static struct {
+    int count;
+    donto_code code;
+} g_fault[OP_N];
+
+void donto_store_fault(const char *op, int count, donto_code code) {
+    pthread_mutex_lock(&g_fault_mu);
+    int any = 0;
+    for (int i = 0; i < OP_N; i++) {
+        if (!op || strcmp(op, "*") == 0 || strcmp(op, OP_NAMES[i]) == 0) {
+            g_fault[i].count = count > 0 ? count : 0;
+            g_fault[i].code = code;
+        }
+        any |= g_fault[i].count > 0;
+    }
+    atomic_store(&g_fault_any, any);
+    pthread_mutex_unlock(&g_fault_mu);
+}
+
+/* Before a call: the method exists, and no fault is armed for it. */
+static int store_pre(donto_store *s, int op, int have, donto_err *err) {
+    if (!s) return donto_seterrc(err, DONTO_E_INVALID, "store %s: no store handle", OP_NAMES[op]);
+    if (!have)
+        return donto_seterrc(err, DONTO_E_NOT_FOUND, "store %s: this backend does not offer it",
+                             OP_NAMES[op]);
+    if (atomic_load_explicit(&g_fault_any, memory_order_relaxed)) {
+        int hit = 0;
+        donto_code code = DONTO_E_INTERNAL;
+        pthread_mutex_lock(&g_fault_mu);
+        if (g_fault[op].count > 0) {
+            g_fault[op].count--;
+            hit = 1;
+            code = g_fault[op].code;
+        }
+        pthread_mutex_unlock(&g_fault_mu);
+        if (hit) return donto_seterrc(err, code, "store %s: injected fault", OP_NAMES[op]);
+    }
+    return 0;
+}
+
+/* After a call: a failure always has a message and a code. */
+static int store_post(int op, int rc, donto_err *err) {
+    if (rc == 0) return 0;
+    if (!err->msg[0]) donto_seterr(err, "store %s failed", OP_NAMES[op]);
+    if (err->code <= DONTO_E_NONE || err->code >= DONTO_E_N) err->code = DONTO_E_INTERNAL;
+    DLOG_DEBUG("store %s: %s (%s)", OP_NAMES[op], err->msg, donto_code_name(err->code));
+    return -1;
+}
+
+/* The body of every wrapper: err is never NULL for the backend. */
+#define STORE_CALL(OP, FIELD, ...)                                                   \
+    donto_err local_ = {0};                                                          \
+    if (!err) err = &local_;                                                         \
+    err->msg[0] = 0;                                                                 \
+    err->code = DONTO_E_NONE;                                                        \
+    if (store_pre(s, OP, s && s->ops->FIELD != NULL, err)) return store_post(OP, -1, err); \
+    return store_post(OP, s->ops->FIELD(s, __VA_ARGS__), err)
+
+int donto_store_apply_migrations(donto_store *s, const donto_migrations *set, donto_err *err) {
+    if (!set || !set->module || (set->n && !set->list))
+        return donto_seterrc(err, DONTO_E_INVALID, "store migrate: no migration set");
+    STORE_CALL(OP_MIGRATE, migrate, set, err);
+}
+
+int donto_store_migrate(donto_store *s, donto_err *err) {
+    return donto_store_apply_migrations(s, &DONTO_STORE_MIGRATIONS, err);
+}
+
+int donto_store_enqueue(donto_store *s, const donto_enqueue_item *items, size_t n, size_t *added,
+                        donto_err *err) {
+    if (added) *added = 0;
+    STORE_CALL(OP_ENQUEUE, enqueue, items, n, added, err);
+}
+
+int donto_store_lease(donto_store *s, const char *worker_id, int n, int target, int64_t now_ms,
+                      int64_t ttl_ms, donto_lease_batch *out, donto_err *err) {
+    out->items = NULL;
+    out->n = 0;
+    STORE_CALL(OP_LEASE, lease, worker_id, n, target, now_ms, ttl_ms, out, err);
+}
+
+int donto_store_submit(donto_store *s, const char *worker_id, const donto_submit_item *items,
+                       size_t n, int64_t now_ms, donto_submit_result *res, donto_err *err) {
+    res->upserted = res->repeated = 0;
+    STORE_CALL(OP_SUBMIT, submit, worker_id, items, n, now_ms, res, err);
+}
+
+int donto_store_release(donto_store *s, const char *worker_id, const donto_submit_item *items,
+                        size_t n, size_t *released, donto_err *err) {
+    if (released) *released = 0;
+    STORE_CALL(OP_RELEASE, release, worker_id, items, n, released, err);
+}
+
+int donto_store_report(donto_store *s, const char *worker_id, const char *kind,
+                       const char *message, int64_t now_ms, donto_err *err) {
+    STORE_CALL(OP_REPORT, report, worker_id, kind, message, now_ms, err);
+}
+
+int donto_store_stats(donto_store *s, int64_t now_ms, donto_target_stats out[DONTO_TARGET_N],
+                      donto_err *err) {
+    STORE_CALL(OP_STATS, stats, now_ms, out, err);
+}
+
+int donto_store_embedded_since(donto_store *s, int64_t since_ms, int64_t *count, donto_err *err) {
+    STORE_CALL(OP_EMBEDDED_SINCE, embedded_since, since_ms, count, err);
+}
+
+int donto_store_contributors(donto_store *s, int limit, int64_t since_ms, donto_contributor **out,
+                             size_t *n, donto_err *err) {
+    *out = NULL;
+    *n = 0;
+    STORE_CALL(OP_CONTRIBUTORS, contributors, limit, since_ms, out, n, err);
+}
+
+int donto_store_series(donto_store *s, int64_t since_min, int nmin, int64_t *counts,
+                       donto_err *err) {
+    STORE_CALL(OP_SERIES, series, since_min, nmin, counts, err);
+}
+
+int donto_store_reports_recent(donto_store *s, int limit, donto_report **out, size_t *n,
+                               donto_err *err) {
+    *out = NULL;
+    *n = 0;
+    STORE_CALL(OP_REPORTS_RECENT, reports_recent, limit, out, n, err);
+}
+
+int donto_store_token_add(donto_store *s, const char *name, donto_role role,
+                          const uint8_t hash[32], int64_t now_ms, donto_err *err) {
+    STORE_CALL(OP_TOKEN_ADD, token_add, name, role, hash, now_ms, err);
+}
+
+int donto_store_token_check(donto_store *s, const uint8_t hash[32], int *found, donto_role *role,
+                            char *name, size_t name_cap, donto_err *err) {
+    *found = 0;
+    STORE_CALL(OP_TOKEN_CHECK, token_check, hash, found, role, name, name_cap, err);
+}
+
+int donto_store_token_revoke(donto_store *s, const char *name, int *revoked, donto_err *err) {
+    *revoked = 0;
+    STORE_CALL(OP_TOKEN_REVOKE, token_revoke, name, revoked, err);
+}
+
+int donto_store_token_list(donto_store *s, donto_token_info **out, size_t *n, donto_err *err) {
+    *out = NULL;
+    *n = 0;
+    STORE_CALL(OP_TOKEN_LIST, token_list, out, n, err);
+}
+
+int donto_store_vectors_mark(donto_store *s, donto_target t, const char *model, int64_t since_ms,
+                             int64_t *count, int64_t *max_created, donto_err *err) {
+    STORE_CALL(OP_VECTORS_MARK, vectors_mark, t, model, since_ms, count, max_created, err);
+}
+
+int donto_store_vectors_page(donto_store *s, donto_target t, const char *model,
+                             int64_t after_created, const char *after_id, size_t limit,
+                             donto_vec_page *out, donto_err *err) {
+    memset(out, 0, sizeof *out);
+    STORE_CALL(OP_VECTORS_PAGE, vectors_page, t, model, after_created, after_id, limit, out, err);
+}
+
+int donto_store_ping(donto_store *s, donto_err *err) { STORE_CALL(OP_PING, ping, err); }
+
+int donto_store_db(donto_store *s, donto_db *out, donto_err *err) {
+    memset(out, 0, sizeof *out);
+    STORE_CALL(OP_DB, db, out, err);
+}
+
+void donto_store_close(donto_store *s) {
+    if (s) s->ops->close(s);
 }
 
 int donto_store_open(const char *url, donto_store **out, donto_err *err) {

@@ -36,10 +36,14 @@ donto_reject donto_submit_verdict_stored(const char *worker_id, int64_t given_le
 
 char *donto_strdup_or_null(const char *s);
 
-/* Raw backend handles for modules that keep their own tables in the store's
- * database (src/substrate/): NULL when the store is of the other backend. */
-struct sqlite3;
-struct pg_conn;
-struct sqlite3 *donto_store_sqlite_db(donto_store *s);
-struct pg_conn *donto_store_pg_conn(donto_store *s);
+/* The store's own migrations (src/store/migrations.c). */
+extern const donto_migrations DONTO_STORE_MIGRATIONS;
+
+/* The table that records applied migrations, per (module, version). A
+ * database made before the registry kept one list, schema_migrations, in
+ * which 1-9 were the store's and 10 and up the substrate's (10 = its 1);
+ * each backend's migrate copies those rows over once, in the same
+ * transaction that creates donto_migrations. */
+#define DONTO_MIGRATIONS_LEGACY_SPLIT 10
+
 #endif

@@ -17,9 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "store/store_int.h"
 
-static PGconn *conn_of(donto_store *s) { return (PGconn *)donto_store_pg_conn(s); }
+static PGconn *conn_of(donto_store *s) { return sub_pg(s); }
 
 static int fail(PGconn *c, PGresult *r, donto_err *err, const char *step) {
     const char *msg = r ? PQresultErrorMessage(r) : "";

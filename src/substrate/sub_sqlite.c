@@ -11,7 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "store/store_int.h"
 
 static int64_t wall_ms(void) {
     struct timespec ts;
@@ -50,16 +49,16 @@ static int exec(sqlite3 *db, const char *sql, donto_err *err) {
 }
 
 static int sq_begin(donto_store *s, donto_err *err) {
-    return exec(donto_store_sqlite_db(s), "BEGIN IMMEDIATE", err);
+    return exec(sub_sqlite(s), "BEGIN IMMEDIATE", err);
 }
 static int sq_commit(donto_store *s, donto_err *err) {
-    sqlite3 *db = donto_store_sqlite_db(s);
+    sqlite3 *db = sub_sqlite(s);
     if (exec(db, "COMMIT", err) == 0) return 0;
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     return -1;
 }
 static void sq_rollback(donto_store *s) {
-    sqlite3 *db = donto_store_sqlite_db(s);
+    sqlite3 *db = sub_sqlite(s);
     if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 }
 
@@ -92,7 +91,7 @@ static const char *const PUT_SQL[SUB_KIND_N] = {
 
 static int sq_put(donto_store *s, sub_kind k, const char *const *cells, size_t nrows,
                   size_t *inserted, donto_err *err) {
-    sqlite3 *db = donto_store_sqlite_db(s);
+    sqlite3 *db = sub_sqlite(s);
     *inserted = 0;
     sqlite3_stmt *st = prep(db, PUT_SQL[k], "prepare insert", err);
     if (!st) return -1;
@@ -117,7 +116,7 @@ static int sq_put(donto_store *s, sub_kind k, const char *const *cells, size_t n
 
 static int sq_retract(donto_store *s, const char *const *ids, size_t n, size_t *retracted,
                       donto_err *err) {
-    sqlite3 *db = donto_store_sqlite_db(s);
+    sqlite3 *db = sub_sqlite(s);
     *retracted = 0;
     sqlite3_stmt *up = prep(db,
                             "UPDATE donto_statement SET tx_until = max(?2, tx_from) "
@@ -192,7 +191,7 @@ static int collect(sqlite3 *db, sqlite3_stmt *st, sub_rows *out, donto_err *err)
 
 static int sq_scan(donto_store *s, donto_target t, const char *model, const char *after, int limit,
                    sub_rows *out, donto_err *err) {
-    sqlite3 *db = donto_store_sqlite_db(s);
+    sqlite3 *db = sub_sqlite(s);
     char sql[2048];
     snprintf(sql, sizeof sql,
              "%s AND %s > ?2 AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.target = %d AND "
@@ -212,7 +211,7 @@ static int sq_scan(donto_store *s, donto_target t, const char *model, const char
 
 static int sq_queue_put(donto_store *s, donto_target t, const char *model, const char *const *ids,
                         const char *const *texts, size_t n, size_t *added, donto_err *err) {
-    sqlite3 *db = donto_store_sqlite_db(s);
+    sqlite3 *db = sub_sqlite(s);
     *added = 0;
     sqlite3_stmt *st = prep(db,
                             "INSERT INTO queue (target, item_id, model, text) SELECT ?1, ?2, ?3, ?4 "
@@ -239,7 +238,7 @@ static int sq_queue_put(donto_store *s, donto_target t, const char *model, const
 
 static int sq_fetch(donto_store *s, donto_target t, const char *const *ids, size_t n,
                     sub_rows *out, donto_err *err) {
-    sqlite3 *db = donto_store_sqlite_db(s);
+    sqlite3 *db = sub_sqlite(s);
     char sql[1024];
     snprintf(sql, sizeof sql, "%s AND %s = ?1", TGT[t].sel, TGT[t].id);
     sqlite3_stmt *st = prep(db, sql, "prepare fetch", err);
@@ -262,7 +261,7 @@ static int sq_fetch(donto_store *s, donto_target t, const char *const *ids, size
 }
 
 static int sq_counts(donto_store *s, int64_t out[DONTO_TARGET_N], donto_err *err) {
-    sqlite3 *db = donto_store_sqlite_db(s);
+    sqlite3 *db = sub_sqlite(s);
     static const char *const q[DONTO_TARGET_N] = {
         "SELECT count(*) FROM donto_statement WHERE tx_until IS NULL",
         "SELECT count(*) FROM donto_predicate",

@@ -6,17 +6,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/store_int.h"
-
 const int SUB_NCOLS[SUB_KIND_N] = {6, 3, 3, 3, 4};
 const int SUB_SCAN_COLS[DONTO_TARGET_N] = {8, 3, 3, 2};
 
+/* The substrate's SQL for each kind of database the store can be. */
+static const sub_ops *const SUB_OPS[DONTO_DB_KIND_N] = {
+    [DONTO_DB_SQLITE] = &SUB_SQLITE_OPS,
+    [DONTO_DB_POSTGRES] = &SUB_PG_OPS,
+};
+
 const sub_ops *sub_ops_for(donto_store *s, donto_err *err) {
-    if (donto_store_sqlite_db(s)) return &SUB_SQLITE_OPS;
-    if (donto_store_pg_conn(s)) return &SUB_PG_OPS;
-    donto_seterr(err, "substrate: the store is neither SQLite nor a connected PostgreSQL");
-    return NULL;
+    donto_db db;
+    if (donto_store_db(s, &db, err)) {
+        donto_preerr(err, "substrate");
+        return NULL;
+    }
+    if (db.kind < 0 || db.kind >= DONTO_DB_KIND_N || !SUB_OPS[db.kind]) {
+        donto_seterrc(err, DONTO_E_INTERNAL, "substrate: no SQL for this kind of database (%d)", (int)db.kind);
+        return NULL;
+    }
+    return SUB_OPS[db.kind];
 }
+
+struct sqlite3 *sub_sqlite(donto_store *s) {
+    donto_db db;
+    return donto_store_db(s, &db, NULL) == 0 ? db.sqlite : NULL;
+}
+
+struct pg_conn *sub_pg(donto_store *s) {
+    donto_db db;
+    return donto_store_db(s, &db, NULL) == 0 ? db.pg : NULL;
+}
+
+static char *strdup_or_null(const char *s) { return s ? donto_xstrdup(s) : NULL; }
 
 void sub_rows_add(sub_rows *r, char **cells) {
     if (r->nrows == r->cap) {
@@ -257,7 +279,7 @@ int sub_writer_add(sub_writer *w, sub_kind k, const char *const *cells, donto_er
         w->cap[k] = w->cap[k] ? 2 * w->cap[k] : 1024;
         w->buf[k] = donto_xrealloc(w->buf[k], w->cap[k] * nc * sizeof *w->buf[k]);
     }
-    for (size_t c = 0; c < nc; c++) w->buf[k][w->n[k] * nc + c] = donto_strdup_or_null(cells[c]);
+    for (size_t c = 0; c < nc; c++) w->buf[k][w->n[k] * nc + c] = strdup_or_null(cells[c]);
     w->n[k]++;
     if (w->n[k] >= WRITER_ROWS) return sub_writer_flush(w, err);
     return 0;

@@ -69,8 +69,13 @@ typedef struct sub_ops {
                    donto_err *err);
 } sub_ops;
 
-/* The ops for this store's backend (after migrating it), or NULL with err set. */
+/* The ops for this store's kind of database (after migrating it), or NULL
+ * with err set. */
 const sub_ops *sub_ops_for(donto_store *s, donto_err *err);
+/* The store's database as the SQL files use it (donto_store_db): NULL when
+ * it is of the other kind or cannot be reached. */
+struct sqlite3 *sub_sqlite(donto_store *s);
+struct pg_conn *sub_pg(donto_store *s);
 extern const sub_ops SUB_SQLITE_OPS, SUB_PG_OPS;
 
 /* Render one scanned/fetched row of target t. */

@@ -16,8 +16,37 @@ int donto_seterr(donto_err *err, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        err->code = DONTO_E_INTERNAL;
     }
     return -1;
+}
+
+int donto_seterrc(donto_err *err, donto_code code, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+        err->code = code > DONTO_E_NONE && code < DONTO_E_N ? code : DONTO_E_INTERNAL;
+    }
+    return -1;
+}
+
+static const char *const CODE_NAMES[DONTO_E_N] = {
+    [DONTO_E_NONE] = "none",           [DONTO_E_INTERNAL] = "internal",
+    [DONTO_E_INVALID] = "invalid",     [DONTO_E_NOT_FOUND] = "not_found",
+    [DONTO_E_CONFLICT] = "conflict",   [DONTO_E_UNAVAILABLE] = "unavailable",
+    [DONTO_E_NOMEM] = "out_of_memory",
+};
+
+const char *donto_code_name(donto_code c) {
+    return c >= DONTO_E_NONE && c < DONTO_E_N ? CODE_NAMES[c] : "internal";
+}
+
+donto_code donto_err_code(const donto_err *err) {
+    if (!err) return DONTO_E_INTERNAL;
+    if (err->code > DONTO_E_NONE && err->code < DONTO_E_N) return err->code;
+    return err->msg[0] ? DONTO_E_INTERNAL : DONTO_E_NONE;
 }
 
 int donto_preerr(donto_err *err, const char *fmt, ...) {

@@ -583,7 +583,7 @@ int donto_worker_run(const donto_worker_config *c, donto_encoder *enc, donto_err
         b->vec = malloc(b->n * (size_t)w->dims * sizeof(float));
         const char **texts = malloc(b->n * sizeof *texts);
         int failed = !b->vec || !texts;
-        donto_err e = {{0}};
+        donto_err e = {0};
         for (size_t i = 0; !failed && i < b->n; i++) texts[i] = b->it[i].text;
         for (size_t off = 0; !failed && off < b->n; off += bsz) {
             size_t k = b->n - off < bsz ? b->n - off : bsz;

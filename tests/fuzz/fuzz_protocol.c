@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unsigned sel = data[0] & 7u;
     const char *body = (const char *)(data + 1);
     size_t len = size - 1;
-    donto_err err = {{0}};
+    donto_err err = {0};
     switch (sel) {
     case 0:
     case 4: {

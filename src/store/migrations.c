@@ -1,0 +1,91 @@
+/* donto-accel: the store's own migrations (queue, vectors, tokens, reports,
+ * contributors), each with its SQL for SQLite and for PostgreSQL side by
+ * side, so that a schema change is one entry in one file. Applied in order by
+ * donto_store_migrate() through the backend's migrate method, which records
+ * them in donto_migrations as ("store", version). Never edit one that has
+ * shipped: add the next. Other modules' tables have their own lists (the
+ * substrate's: src/substrate/migrations.c). */
+#include "store_int.h"
+
+static const donto_migration STORE_MIGRATIONS[] = {
+    /* lease_expires is 0 (not NULL) for items never leased or released, so
+     * "ready" is one range, lease_expires <= now, served by one index walk
+     * that stops after n rows (expired leases are ready with no reclaim).
+     * SQLite has no sequences: lease_seq is a one-row table there. */
+    {1, "queue and vectors",
+     {[DONTO_DB_SQLITE] =
+          "CREATE TABLE queue (target INTEGER NOT NULL, item_id TEXT NOT NULL, model TEXT NOT NULL,"
+          " text TEXT NOT NULL, lease_owner TEXT, lease_id INTEGER,"
+          " lease_expires INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,"
+          " PRIMARY KEY (target, item_id, model));"
+          "CREATE INDEX queue_ready ON queue (lease_expires);"
+          "CREATE INDEX queue_target_ready ON queue (target, lease_expires);"
+          "CREATE TABLE vectors (target INTEGER NOT NULL, item_id TEXT NOT NULL, model TEXT NOT NULL,"
+          " dims INTEGER NOT NULL, vec BLOB NOT NULL, contributor TEXT NOT NULL, lease_id INTEGER,"
+          " created INTEGER NOT NULL, PRIMARY KEY (target, item_id, model));"
+          "CREATE INDEX vectors_created ON vectors (created);"
+          "CREATE TABLE models (name TEXT PRIMARY KEY, dims INTEGER NOT NULL);"
+          "CREATE TABLE lease_seq (id INTEGER PRIMARY KEY CHECK (id = 1), next INTEGER NOT NULL);"
+          "INSERT INTO lease_seq VALUES (1, 1);",
+      [DONTO_DB_POSTGRES] =
+          "CREATE TABLE queue (target SMALLINT NOT NULL, item_id TEXT NOT NULL, model TEXT NOT NULL,"
+          " text TEXT NOT NULL, lease_owner TEXT, lease_id BIGINT,"
+          " lease_expires BIGINT NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,"
+          " PRIMARY KEY (target, item_id, model));"
+          "CREATE INDEX queue_ready ON queue (lease_expires);"
+          "CREATE INDEX queue_target_ready ON queue (target, lease_expires);"
+          "CREATE SEQUENCE lease_seq;"
+          "CREATE TABLE vectors (target SMALLINT NOT NULL, item_id TEXT NOT NULL, model TEXT NOT NULL,"
+          " dims INTEGER NOT NULL, vec BYTEA NOT NULL, contributor TEXT NOT NULL, lease_id BIGINT,"
+          " created BIGINT NOT NULL, PRIMARY KEY (target, item_id, model));"
+          "CREATE INDEX vectors_created ON vectors (created);"
+          "CREATE TABLE models (name TEXT PRIMARY KEY, dims INTEGER NOT NULL);"}},
+    {2, "tokens",
+     {[DONTO_DB_SQLITE] =
+          "CREATE TABLE tokens (name TEXT PRIMARY KEY, hash BLOB NOT NULL UNIQUE,"
+          " role TEXT NOT NULL CHECK (role IN ('contributor', 'admin')),"
+          " created INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);",
+      [DONTO_DB_POSTGRES] =
+          "CREATE TABLE tokens (name TEXT PRIMARY KEY, hash BYTEA NOT NULL UNIQUE,"
+          " role TEXT NOT NULL CHECK (role IN ('contributor', 'admin')),"
+          " created BIGINT NOT NULL, revoked SMALLINT NOT NULL DEFAULT 0);"}},
+    {3, "reports and contributors",
+     {[DONTO_DB_SQLITE] =
+          "CREATE TABLE reports (id INTEGER PRIMARY KEY AUTOINCREMENT, worker_id TEXT NOT NULL,"
+          " kind TEXT NOT NULL, message TEXT NOT NULL, created INTEGER NOT NULL);"
+          "CREATE INDEX reports_created ON reports (created);"
+          "CREATE TABLE contributors (worker_id TEXT PRIMARY KEY, total INTEGER NOT NULL DEFAULT 0,"
+          " rejected INTEGER NOT NULL DEFAULT 0, last_seen INTEGER NOT NULL DEFAULT 0);",
+      [DONTO_DB_POSTGRES] =
+          "CREATE TABLE reports (id BIGSERIAL PRIMARY KEY, worker_id TEXT NOT NULL,"
+          " kind TEXT NOT NULL, message TEXT NOT NULL, created BIGINT NOT NULL);"
+          "CREATE INDEX reports_created ON reports (created);"
+          "CREATE TABLE contributors (worker_id TEXT PRIMARY KEY, total BIGINT NOT NULL DEFAULT 0,"
+          " rejected BIGINT NOT NULL DEFAULT 0, last_seen BIGINT NOT NULL DEFAULT 0);"}},
+    {4, "throughput per contributor and minute",
+     {[DONTO_DB_SQLITE] =
+          "CREATE TABLE contributor_minutes (worker_id TEXT NOT NULL, minute INTEGER NOT NULL,"
+          " n INTEGER NOT NULL, PRIMARY KEY (worker_id, minute));"
+          "CREATE INDEX contributor_minutes_minute ON contributor_minutes (minute);",
+      [DONTO_DB_POSTGRES] =
+          "CREATE TABLE contributor_minutes (worker_id TEXT NOT NULL, minute BIGINT NOT NULL,"
+          " n BIGINT NOT NULL, PRIMARY KEY (worker_id, minute));"
+          "CREATE INDEX contributor_minutes_minute ON contributor_minutes (minute);"}},
+    /* Recall reads a target+model's vectors in (created, item_id) order, in
+     * pages, and counts those past a high-water mark. */
+    {5, "recall index",
+     {[DONTO_DB_SQLITE] =
+          "CREATE INDEX vectors_recall ON vectors (target, model, created, item_id);",
+      [DONTO_DB_POSTGRES] =
+          "CREATE INDEX vectors_recall ON vectors (target, model, created, item_id);"}},
+    /* Every lease rewrites lease_expires, so each index on it costs one
+     * entry per leased row: leases walk (target, lease_expires) only. */
+    {6, "one ready index",
+     {[DONTO_DB_SQLITE] =
+          "DROP INDEX IF EXISTS queue_ready;",
+      [DONTO_DB_POSTGRES] =
+          "DROP INDEX IF EXISTS queue_ready;"}},
+};
+
+const donto_migrations DONTO_STORE_MIGRATIONS = {
+    "store", STORE_MIGRATIONS, sizeof STORE_MIGRATIONS / sizeof STORE_MIGRATIONS[0]};
