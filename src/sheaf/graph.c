@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "sheaf/sheaf_int.h"
+#include "sheaf_int.h"
 
 /* ------------------------------------------------------------------ */
 /* npz = zip of .npy files                                              */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sheaf/sheaf_int.h"
+#include "sheaf_int.h"
 
 static const uint8_t *split_mask(const uint8_t *masks, const donto_graph *g, int split) {
     return masks ? masks + (size_t)split * g->n : NULL;
