@@ -11,6 +11,10 @@
 #include "donto/sheaf.h"
 #include "sheaf/sheaf_int.h"
 
+/* test_oom asks for terabytes on purpose: under ASan, let calloc return NULL as libc does. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
 static double loss_at(donto_sheaf_model *m, const donto_graph *g, int training) {
     return donto_sheaf_forward(m, g, training, 7, g->train, NULL);
 }
@@ -242,6 +246,29 @@ static void test_bad_input(void) {
     donto_graph_free(&g);
 }
 
+/* Graph-sized allocations fail cleanly where the graph enters the API (policy atop
+ * src/sheaf/sheaf_int.h): a graph too big to hold, a model too big for its graph. Nothing is
+ * touched before the failing request (calloc'd, never written). */
+static void test_oom(void) {
+    donto_err err = {{0}};
+    donto_graph g;
+    CHECK(donto_graph_random(&g, 1 << 24, 1 << 24, 2, 10, 1, &err) == -1, "a 2^48-float graph must fail");
+    CHECK_STR_CONTAINS(err.msg, "out of memory");
+    CHECK_STR_CONTAINS(err.msg, "node features");
+    int e0[1] = {0};
+    memset(&g, 0, sizeof g);
+    g.n = 1 << 24, g.f = 1, g.nclass = 2, g.ne = 0, g.eu = e0, g.ev = e0;
+    snprintf(g.name, sizeof g.name, "huge");
+    donto_sheaf_hp hp;
+    donto_sheaf_hp_default(&hp);
+    hp.d = 2, hp.layers = 1, hp.hidden = 1 << 21, hp.right_weights = 0; /* [N][H] = 2^46 floats */
+    err.msg[0] = 0;
+    CHECK(donto_sheaf_model_new(&hp, &g, &err) == NULL, "a model with 2^46-float activations must fail");
+    CHECK_STR_CONTAINS(err.msg, "out of memory");
+    CHECK_STR_CONTAINS(err.msg, "16777216 nodes");
+    CHECK_STR_CONTAINS(err.msg, "bytes");
+}
+
 /* The fixed stalk dims are the NSD reference code's (LaplacianBuilder.get_fixed_maps): add_lp
  * is the normalised signless Laplacian (+1/sqrt((deg_u+1)(deg_v+1)) off the diagonal), add_hp
  * the ordinary one (-1/sqrt(..)); deg/(deg+1) on the diagonal for both. The parity tests cannot
@@ -292,5 +319,6 @@ int main(void) {
     test_geom_gcn();
     test_checkpoint_and_determinism();
     test_bad_input();
+    test_oom();
     return check_report("test_sheaf");
 }

@@ -108,7 +108,9 @@ typedef struct donto_sheaf_tensor {
 
 typedef struct donto_sheaf_model donto_sheaf_model;
 
-/* Create a model for graph shape (n, f, nclass) and edges; weights initialised from hp.seed. */
+/* Create a model for graph shape (n, f, nclass) and edges; weights initialised from hp.seed.
+ * NULL with err set on bad hyperparameters, or when the graph's buffers cannot be allocated
+ * (the message names the bytes; see src/sheaf/sheaf_int.h for the OOM policy). */
 donto_sheaf_model *donto_sheaf_model_new(const donto_sheaf_hp *hp, const donto_graph *g, donto_err *err);
 void donto_sheaf_model_free(donto_sheaf_model *m);
 const donto_sheaf_hp *donto_sheaf_model_hp(const donto_sheaf_model *m);

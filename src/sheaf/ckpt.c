@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sheaf/sheaf_int.h"
+#include "sheaf_int.h"
 
 static json_t *hp_json(const donto_sheaf_hp *hp) {
     json_t *o = json_object();

@@ -14,7 +14,22 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "sheaf/sheaf_int.h"
+#include "sheaf_int.h"
+
+/* Graph-sized buffers are checked (policy atop sheaf_int.h): NULL and an error naming the size. */
+static void *galloc(size_t n, size_t size, const char *what, donto_err *err) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) donto_seterr(err, "out of memory: %.0f bytes (%.2f GiB) for %s", (double)n * size,
+                         (double)n * size / 1073741824.0, what);
+    return p;
+}
+static int grealloc(void **p, size_t n, size_t size, const char *what, donto_err *err) {
+    void *q = n > SIZE_MAX / size ? NULL : realloc(*p, n * size);
+    if (!q) return donto_seterr(err, "out of memory: %.0f bytes (%.2f GiB) for %s", (double)n * size,
+                                (double)n * size / 1073741824.0, what);
+    *p = q;
+    return 0;
+}
 
 /* ------------------------------------------------------------------ */
 /* npz = zip of .npy files                                              */
@@ -61,7 +76,8 @@ static int npy_parse(const unsigned char *b, size_t len, donto_npy *out, const c
     for (int i = 0; i < out->ndim; i++) cnt *= (size_t)out->shape[i];
     out->nbytes = cnt * esz;
     if (ho + hl + out->nbytes > len) return donto_seterr(err, "%s: .npy data shorter than its shape", what);
-    out->data = donto_xmalloc(out->nbytes ? out->nbytes : 1);
+    out->data = galloc(out->nbytes, 1, what, err);
+    if (!out->data) return -1;
     memcpy(out->data, b + ho + hl, out->nbytes);
     return 0;
 }
@@ -114,7 +130,8 @@ int donto_npz_read(const char *path, const char *name, donto_npy *out, donto_err
                 donto_seterr(err, "%s: %s truncated", path, want);
                 goto done;
             }
-            unsigned char *raw = donto_xmalloc(usz ? usz : 1);
+            unsigned char *raw = galloc(usz, 1, want, err);
+            if (!raw) goto done;
             if (method == 0) {
                 memcpy(raw, b + data, usz);
             } else if (method == 8) {
@@ -182,7 +199,8 @@ int donto_graph_from_arrays(donto_graph *g, int n, int f, const float *x, const 
                             const int *src, const int *dst, donto_err *err) {
     memset(g, 0, sizeof *g);
     if (n < 1 || f < 1) return donto_seterr(err, "graph needs at least one node and one feature");
-    int *pairs = donto_xmalloc(sizeof(int) * 2 * (size_t)(nedges ? nedges : 1));
+    int *pairs = galloc(2 * (size_t)nedges, sizeof(int), "the edge list", err);
+    if (!pairs) return -1;
     int m = 0;
     for (int i = 0; i < nedges; i++) {
         int a = src[i], b = dst[i];
@@ -195,16 +213,18 @@ int donto_graph_from_arrays(donto_graph *g, int n, int f, const float *x, const 
         m++;
     }
     qsort(pairs, m, 2 * sizeof(int), cmp_pair);
-    g->eu = donto_xmalloc(sizeof(int) * (m ? m : 1)), g->ev = donto_xmalloc(sizeof(int) * (m ? m : 1));
+    g->eu = galloc(m, sizeof(int), "the edge list", err), g->ev = galloc(m, sizeof(int), "the edge list", err);
+    if (!g->eu || !g->ev) return free(pairs), donto_graph_free(g), -1;
     for (int i = 0; i < m; i++) {
         if (i && pairs[2 * i] == pairs[2 * i - 2] && pairs[2 * i + 1] == pairs[2 * i - 1]) continue;
         g->eu[g->ne] = pairs[2 * i], g->ev[g->ne] = pairs[2 * i + 1], g->ne++;
     }
     free(pairs);
     g->n = n, g->f = f;
-    g->x = donto_xmalloc(sizeof(float) * (size_t)n * f);
+    g->x = galloc((size_t)n * f, sizeof(float), "node features", err);
+    g->y = galloc(n, sizeof(int), "node labels", err);
+    if (!g->x || !g->y) return donto_graph_free(g), -1;
     memcpy(g->x, x, sizeof(float) * (size_t)n * f);
-    g->y = donto_xmalloc(sizeof(int) * n);
     int mx = -1;
     for (int i = 0; i < n; i++) {
         g->y[i] = y ? y[i] : -1;
@@ -227,10 +247,10 @@ void donto_graph_free(donto_graph *g) {
 void donto_graph_random_splits(donto_graph *g, int nsplits, uint64_t seed) {
     free(g->train), free(g->val), free(g->test);
     g->nsplits = nsplits;
-    g->train = donto_xcalloc((size_t)nsplits * g->n, 1);
-    g->val = donto_xcalloc((size_t)nsplits * g->n, 1);
-    g->test = donto_xcalloc((size_t)nsplits * g->n, 1);
-    int *ids = donto_xmalloc(sizeof(int) * g->n);
+    g->train = sheaf_xalloc((size_t)nsplits * g->n, 1, "split masks");
+    g->val = sheaf_xalloc((size_t)nsplits * g->n, 1, "split masks");
+    g->test = sheaf_xalloc((size_t)nsplits * g->n, 1, "split masks");
+    int *ids = sheaf_xalloc(g->n, sizeof(int), "split shuffle");
     for (int s = 0; s < nsplits; s++) {
         int cnt = 0;
         for (int v = 0; v < g->n; v++)
@@ -251,9 +271,10 @@ void donto_graph_random_splits(donto_graph *g, int nsplits, uint64_t seed) {
 
 int donto_graph_random(donto_graph *g, int n, int f, int nclass, long m, uint64_t seed, donto_err *err) {
     if (n < 2 || f < 1 || nclass < 2 || m < 0) return donto_seterr(err, "random graph: bad sizes");
-    float *x = donto_xcalloc((size_t)n * f, sizeof(float));
-    int *y = donto_xmalloc(sizeof(int) * n);
-    int *src = donto_xmalloc(sizeof(int) * (m ? m : 1)), *dst = donto_xmalloc(sizeof(int) * (m ? m : 1));
+    float *x = galloc((size_t)n * f, sizeof(float), "node features", err);
+    int *y = galloc(n, sizeof(int), "node labels", err);
+    int *src = galloc(m, sizeof(int), "the edge list", err), *dst = galloc(m, sizeof(int), "the edge list", err);
+    if (!x || !y || !src || !dst) return free(x), free(y), free(src), free(dst), -1;
     for (int v = 0; v < n; v++) {
         y[v] = (int)(sheaf_mix64(seed ^ (0x1000000ULL + v)) % (uint64_t)nclass);
         for (int j = 0; j < f; j++) x[(size_t)v * f + j] = sheaf_urand(seed + 1, (uint64_t)v * f + j);
@@ -300,7 +321,14 @@ static int read_edges_txt(const char *path, int **src, int **dst, int *m, donto_
             free(buf);
             return donto_seterr(err, "%s:%d: expected two node ids", path, lineno);
         }
-        if (cnt == cap) cap *= 2, *src = donto_xrealloc(*src, sizeof(int) * cap), *dst = donto_xrealloc(*dst, sizeof(int) * cap);
+        if (cnt == cap) {
+            cap *= 2;
+            if (grealloc((void **)src, cap, sizeof(int), "the edge list", err) ||
+                grealloc((void **)dst, cap, sizeof(int), "the edge list", err)) {
+                free(buf), free(*src), free(*dst);
+                return -1;
+            }
+        }
         (*src)[cnt] = (int)a, (*dst)[cnt] = (int)b, cnt++;
     }
     free(buf);
@@ -316,7 +344,8 @@ static int read_features_txt(const char *path, float **x, int **y, int *n, int *
     int lines = 0;
     for (size_t i = 0; i < len; i++) lines += buf[i] == '\n';
     int cap = lines + 1, cnt = 0, nf = -1;
-    int *ids = donto_xmalloc(sizeof(int) * cap), *lab = donto_xmalloc(sizeof(int) * cap);
+    int *ids = galloc(cap, sizeof(int), "node ids", err), *lab = galloc(cap, sizeof(int), "node labels", err);
+    if (!ids || !lab) return free(buf), free(ids), free(lab), -1;
     float *feat = NULL;
     char *save = NULL, *line = strtok_r(buf, "\n", &save);
     int lineno = 0, rc = 0;
@@ -330,7 +359,13 @@ static int read_features_txt(const char *path, float **x, int **y, int *n, int *
         }
         int k = 1;
         for (char *p = t1 + 1; p < t2; p++) k += *p == ',';
-        if (nf < 0) nf = k, feat = donto_xcalloc((size_t)cap * nf, sizeof(float));
+        if (nf < 0) {
+            nf = k;
+            if (!(feat = galloc((size_t)cap * nf, sizeof(float), "node features", err))) {
+                rc = -1;
+                break;
+            }
+        }
         if (k != nf) {
             rc = donto_seterr(err, "%s:%d: %d features, earlier lines have %d", path, lineno, k, nf);
             break;
@@ -349,8 +384,9 @@ static int read_features_txt(const char *path, float **x, int **y, int *n, int *
         return rc ? rc : donto_seterr(err, "%s: no nodes", path);
     }
     /* rows are keyed by node id */
-    *x = donto_xcalloc((size_t)cnt * nf, sizeof(float));
-    *y = donto_xmalloc(sizeof(int) * cnt);
+    *x = galloc((size_t)cnt * nf, sizeof(float), "node features", err);
+    *y = galloc(cnt, sizeof(int), "node labels", err);
+    if (!*x || !*y) return free(ids), free(lab), free(feat), free(*x), free(*y), -1;
     for (int i = 0; i < cnt; i++) {
         if (ids[i] < 0 || ids[i] >= cnt) {
             int bad = ids[i];
@@ -393,9 +429,10 @@ static int load_geom_splits(donto_graph *g, const char *root, const char *name, 
         return 0;
     }
     g->nsplits = ns;
-    g->train = donto_xcalloc((size_t)ns * g->n, 1);
-    g->val = donto_xcalloc((size_t)ns * g->n, 1);
-    g->test = donto_xcalloc((size_t)ns * g->n, 1);
+    g->train = galloc((size_t)ns * g->n, 1, "split masks", err);
+    g->val = galloc((size_t)ns * g->n, 1, "split masks", err);
+    g->test = galloc((size_t)ns * g->n, 1, "split masks", err);
+    if (!g->train || !g->val || !g->test) return -1;
     const char *names[3] = {"train_mask", "val_mask", "test_mask"};
     uint8_t *dst[3] = {g->train, g->val, g->test};
     for (int s = 0; s < ns; s++) {
@@ -430,8 +467,9 @@ static int load_geom_gcn(donto_graph *g, const char *root, const char *name, don
             return donto_seterr(err, "%s: node_features/node_labels have unexpected shapes", path);
         }
         n = (int)fx.shape[0], f = (int)fx.shape[1];
-        x = donto_xmalloc(sizeof(float) * (size_t)n * f);
-        y = donto_xmalloc(sizeof(int) * n);
+        x = galloc((size_t)n * f, sizeof(float), "node features", err);
+        y = galloc(n, sizeof(int), "node labels", err);
+        if (!x || !y) return free(x), free(y), free(fx.data), free(ly.data), -1;
         int ok = 1;
         if (!strcmp(fx.descr, "<f4")) memcpy(x, fx.data, sizeof(float) * (size_t)n * f);
         else if (!strcmp(fx.descr, "<f8"))
@@ -492,7 +530,7 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
         goto out;
     }
     int n = (int)json_array_size(nodes), f = (int)json_integer_value(json_object_get(root, "feature_dim"));
-    im.ids = donto_xcalloc(n, sizeof(char *));
+    if (!(im.ids = galloc(n, sizeof(char *), "node ids", err))) goto out;
     for (int i = 0; i < n; i++) {
         json_t *nd = json_array_get(nodes, i), *fe = json_object_get(nd, "features");
         const char *id = json_string_value(json_object_get(nd, "id"));
@@ -517,7 +555,7 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
             donto_seterr(err, "%s: node '%s' has %zu features, expected %d", path, id, json_array_size(fe), f);
             goto out;
         }
-        if (!x) x = donto_xcalloc((size_t)n * f, sizeof(float));
+        if (!x && !(x = galloc((size_t)n * f, sizeof(float), "node features", err))) goto out;
         for (int j = 0; j < f; j++) {
             json_t *v = json_array_get(fe, j);
             if (!json_is_number(v)) {
@@ -533,7 +571,8 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
             goto out;
         }
     int m = (int)json_array_size(edges);
-    src = donto_xmalloc(sizeof(int) * (m ? m : 1)), dst = donto_xmalloc(sizeof(int) * (m ? m : 1));
+    src = galloc(m, sizeof(int), "the edge list", err), dst = galloc(m, sizeof(int), "the edge list", err);
+    if (!src || !dst) goto out;
     for (int i = 0; i < m; i++) {
         json_t *e = json_array_get(edges, i);
         const char *a = json_string_value(json_object_get(e, "src")), *b = json_string_value(json_object_get(e, "dst"));
@@ -543,7 +582,7 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
             goto out;
         }
     }
-    y = donto_xmalloc(sizeof(int) * n);
+    if (!(y = galloc(n, sizeof(int), "node labels", err))) goto out;
     for (int i = 0; i < n; i++) y[i] = -1;
     json_t *task = NULL;
     if (json_is_array(tasks)) {
@@ -588,13 +627,21 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
     }
     if (donto_graph_from_arrays(g, n, f, x, y, nclass, m, src, dst, err)) goto out;
     snprintf(g->name, sizeof g->name, "%s", path);
-    g->ids = donto_xcalloc(n, sizeof(char *));
+    if (!(g->ids = galloc(n, sizeof(char *), "node ids", err))) {
+        donto_graph_free(g);
+        goto out;
+    }
     for (int i = 0; i < n; i++) g->ids[i] = donto_xstrdup(im.ids[i]);
     json_t *splits = task ? json_object_get(task, "splits") : NULL;
     if (json_is_array(splits) && json_array_size(splits) > 0) {
         int ns = (int)json_array_size(splits);
         g->nsplits = ns;
-        g->train = donto_xcalloc((size_t)ns * n, 1), g->val = donto_xcalloc((size_t)ns * n, 1), g->test = donto_xcalloc((size_t)ns * n, 1);
+        g->train = galloc((size_t)ns * n, 1, "split masks", err), g->val = galloc((size_t)ns * n, 1, "split masks", err);
+        g->test = galloc((size_t)ns * n, 1, "split masks", err);
+        if (!g->train || !g->val || !g->test) {
+            donto_graph_free(g);
+            goto out;
+        }
         const char *keys[3] = {"train", "val", "test"};
         uint8_t *dstm[3] = {g->train, g->val, g->test};
         for (int s = 0; s < ns; s++)

@@ -1,7 +1,35 @@
-/* Internal state of a sheaf model (src/sheaf/): shared by the model, the trainer and
- * the checkpoint code. Shapes use the names of include/donto/sheaf.h. */
+/* Private to src/sheaf/: the model's state and the operations the files share.
+ * Shapes use the names of include/donto/sheaf.h.
+ *
+ * Files, one operation each, forward and backward side by side (llm.c style):
+ *   nsd.c        hyperparameters, the parameter table, model_new/free, forward/backward drivers
+ *   heads.c      input head (input dropout, sparse or dense lin1, ELU, dropout, lin12),
+ *                output head (lin2, log-softmax + NLL)
+ *   diffusion.c  one diffusion layer: X -> (1 + tanh eps) X - ELU(L (W1 (x) I) dropout(X) W2^T)
+ *   learner.c    sheaf learners (maps = tanh(W [x_u || x_v]), edge weights) and the O(d) maps
+ *                (Householder, Cayley)
+ *   laplacian.c  normalised sheaf Laplacian blocks (Diag, O(d), General, fixed dims); Z = L Y
+ *   gcn.c        the GCN baseline
+ *   dense.c      BLAS products split over the OpenMP team, linear, dropout
+ *   graph.c, train.c, ckpt.c: graphs, the trainer, checkpoints
+ *
+ * Out of memory -- the one place this is decided (docs/sheaf.md repeats it):
+ *   - Allocations whose size a user's graph decides are checked where the graph enters the
+ *     API: loading or building a graph (graph.c) and building a model for it
+ *     (donto_sheaf_model_new, also behind donto_sheaf_load). They fail with a donto_err
+ *     naming the bytes and what they were for; donto-sheaf prints it and exits non-zero.
+ *     donto_sheaf_model_new allocates every graph-sized buffer the model keeps before it
+ *     computes anything.
+ *   - Everything after that -- forward/backward scratch, the sparse-feature index built on the
+ *     first forward, the trainer's copy of the best weights, checkpoint I/O -- goes through
+ *     sheaf_xalloc: the trainer aborts on OOM, as llm.c does, after printing how many bytes it
+ *     asked for and what for. Those buffers are no bigger than the model's own.
+ *   - donto_xmalloc (util.h) is left to small, bounded buffers (d x d scratch, per-layer
+ *     tables, names). */
 #ifndef DONTO_SHEAF_INT_H
 #define DONTO_SHEAF_INT_H
+
+#include <math.h>
 
 #include "donto/sheaf.h"
 
@@ -92,7 +120,136 @@ struct donto_sheaf_model {
     float *rowsum, *colsum, *dlogit;
 };
 
-/* src/sheaf/nsd.c */
+/* Parameter tensor i of model m: values and gradient. */
+#define TP(m, i) ((m)->p + (m)->t[i].off)
+#define TG(m, i) ((m)->g + (m)->t[i].off)
+
+/* calloc(n, size) that aborts on OOM after printing the bytes and `what` (the policy above). */
+void *sheaf_xalloc(size_t n, size_t size, const char *what);
+
+/* ---- small shared helpers ---- */
+
+static inline float elu(float x) { return x > 0 ? x : expm1f(x); }
+static inline float elu_grad(float x) { return x > 0 ? 1.0f : expf(x); }
+
+/* Dropout key of one site (input, hidden, layer t's learner/diffusion input) at one step. */
+static inline uint64_t site_key(uint64_t seed, uint64_t step, uint64_t site) {
+    return sheaf_mix64(sheaf_mix64(seed * 0x2545F4914F6CDD1DULL + 17) ^ sheaf_mix64(step * 1000003ULL + site));
+}
+
+/* sum_c a[c] b[c] + e[c] f[c] with 8 float lanes (vectorisable, fixed order: deterministic) */
+static inline double dot2(const float *a, const float *b, const float *e, const float *f, int C) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int c = 0;
+    for (; c + 8 <= C; c += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[c + l] * b[c + l] + (e ? e[c + l] * f[c + l] : 0.0f);
+    double s = 0;
+    for (; c < C; c++) s += (double)a[c] * b[c] + (e ? (double)e[c] * f[c] : 0.0);
+    for (int l = 0; l < 8; l++) s += acc[l];
+    return s;
+}
+
+/* Small dense d x d products (d <= SHEAF_MAX_D), row-major, double accumulation. */
+/* C = A^T B */
+static inline void mat_tn(double *C, const double *A, const double *B, int d) {
+    for (int a = 0; a < d; a++)
+        for (int b = 0; b < d; b++) {
+            double s = 0;
+            for (int k = 0; k < d; k++) s += A[k * d + a] * B[k * d + b];
+            C[a * d + b] = s;
+        }
+}
+/* C = A B */
+static inline void mat_nn(double *C, const double *A, const double *B, int d) {
+    for (int a = 0; a < d; a++)
+        for (int b = 0; b < d; b++) {
+            double s = 0;
+            for (int k = 0; k < d; k++) s += A[a * d + k] * B[k * d + b];
+            C[a * d + b] = s;
+        }
+}
+/* C = A B^T */
+static inline void mat_nt(double *C, const double *A, const double *B, int d) {
+    for (int a = 0; a < d; a++)
+        for (int b = 0; b < d; b++) {
+            double s = 0;
+            for (int k = 0; k < d; k++) s += A[a * d + k] * B[b * d + k];
+            C[a * d + b] = s;
+        }
+}
+static inline void f2d(double *o, const float *i, int n) { for (int k = 0; k < n; k++) o[k] = i[k]; }
+
+/* ---- dense.c: building blocks ---- */
+
+/* Hold OpenBLAS at one thread for a forward/backward pass; returns what to restore. */
+int sheaf_blas_single_begin(void);
+void sheaf_blas_single_end(int saved);
+/* Row-major C[M][N] = alpha op(A)[M][K] op(B)[K][N] + beta C, split over the OpenMP team. */
+void sheaf_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc);
+/* Y[n][out] = X[n][in] W[out][in]^T (+ b) */
+void sheaf_linear_forward(float *Y, const float *X, const float *W, const float *b, int n, int in, int out);
+/* dW[out][in] += dY^T X ; db[out] += colsum(dY) ; dX[n][in] = dY W (if dX) */
+void sheaf_linear_backward(float *dX, float *dW, float *db, const float *dY, const float *X, const float *W,
+                           int n, int in, int out);
+/* out[n] = dropout(in) with a mask from key; mask[i] = 1 kept */
+void sheaf_dropout_forward(float *out, uint8_t *mask, const float *in, size_t n, float p, uint64_t key);
+/* din = mask * dout / (1-p) (accumulate when acc) */
+void sheaf_dropout_backward(float *din, const float *dout, const uint8_t *mask, size_t n, float p, int acc);
+
+/* ---- heads.c ---- */
+
+/* The features the first layer reads: x, or its dropped-out copy. */
 const float *sheaf_graph_x(const donto_sheaf_model *m, const donto_graph *g);
+/* Input dropout of x (dense copy or the sparse index's values); builds the sparse index once per graph. */
+void sheaf_input_dropout(donto_sheaf_model *m, const donto_graph *g);
+void sheaf_xsparse_free(donto_sheaf_model *m);
+/* First layer (NSD lin1, GCN layer 0), dense or sparse: Y[N][out] = x W^T + b ; dW, db (no dx). */
+void sheaf_first_linear_forward(donto_sheaf_model *m, const donto_graph *g, float *Y, const float *W,
+                                const float *b, int out);
+void sheaf_first_linear_backward(donto_sheaf_model *m, const donto_graph *g, float *dW, float *db,
+                                 const float *dY, const float *W, int out);
+/* NSD input head: x [N][F] -> lin1 -> ELU -> dropout(p) [-> lin12] -> la[0].X [N][H]; backward from dX [N][H]. */
+void sheaf_in_head_forward(donto_sheaf_model *m, const donto_graph *g, float p);
+void sheaf_in_head_backward(donto_sheaf_model *m, const donto_graph *g, float p, float *dX);
+/* NSD output head: Xout [N][H] -> lin2 -> logits [N][K]; backward writes dX [N][H]. */
+void sheaf_out_head_forward(donto_sheaf_model *m);
+void sheaf_out_head_backward(donto_sheaf_model *m, const float *dlogits, float *dX);
+/* logp = log_softmax(logits) [n][K]; returns the mean NLL over mask (all labelled when NULL). */
+double sheaf_logsoftmax_nll(float *logp, const float *logits, const int *y, const uint8_t *mask, int n, int K);
+/* dlogits [n][K] from dlogp and logp. */
+void sheaf_logsoftmax_backward(float *dlogits, const float *dlogp, const float *logp, int n, int K);
+
+/* ---- diffusion.c: layer t, X_t = la[t].X -> X_{t+1} (la[t+1].X or Xout) ---- */
+
+void sheaf_diffusion_forward(donto_sheaf_model *m, int t, float p);
+/* dX [N][H]: gradient wrt X_{t+1} on entry, wrt X_t on return. */
+void sheaf_diffusion_backward(donto_sheaf_model *m, int t, float p, float *dX);
+
+/* ---- learner.c ---- */
+
+/* xm [N][H] -> a->mz [E2][P] (and a->sw, a->w with edge weights). */
+void sheaf_learner_forward(donto_sheaf_model *m, sheaf_layer_act *a, const float *xm, int t);
+/* m->dmz [E2][P], m->dlogit [E2] -> dW (accumulated), dxm [N][H] (overwritten). */
+void sheaf_learner_backward(donto_sheaf_model *m, sheaf_layer_act *a, const float *xm, int t, float *dxm);
+/* O(d) map of one directed edge: prm [d(d-1)/2] -> Q [d][d] (DONTO_ORTH_*); backward adds into dprm. */
+void sheaf_orth_map_forward(double *Q, const float *prm, int d, int orth);
+void sheaf_orth_map_backward(float *dprm, const float *prm, const double *dQ, int d, int orth);
+
+/* ---- laplacian.c ---- */
+
+/* a->mz (and a->w) -> D, S, Ld, Lo (the family's blocks plus the fixed dims). */
+void sheaf_lap_forward(donto_sheaf_model *m, sheaf_layer_act *a);
+/* m->dLd, m->dLo -> m->dmz [E2][P] (and m->dlogit with edge weights). */
+void sheaf_lap_backward(donto_sheaf_model *m, sheaf_layer_act *a);
+/* Z [N][d'][C] = L Y */
+void sheaf_lap_apply(const donto_sheaf_model *m, const sheaf_layer_act *a, float *Z, const float *Y);
+/* m->dLd, m->dLo from dZ and Y of Z = L Y */
+void sheaf_lap_grad_blocks(donto_sheaf_model *m, const float *dZ, const float *Y);
+
+/* ---- gcn.c ---- */
+
+void sheaf_gcn_forward(donto_sheaf_model *m, const donto_graph *g);
+void sheaf_gcn_backward(donto_sheaf_model *m, const donto_graph *g, float *dlogits);
 
 #endif

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sheaf/sheaf_int.h"
+#include "sheaf_int.h"
 
 static const uint8_t *split_mask(const uint8_t *masks, const donto_graph *g, int split) {
     return masks ? masks + (size_t)split * g->n : NULL;
@@ -80,7 +80,7 @@ int donto_sheaf_train(donto_sheaf_model *m, const donto_graph *g, int split, don
     memset(m->adam_m, 0, sizeof(float) * m->np);
     memset(m->adam_v, 0, sizeof(float) * m->np);
     m->adam_t = 0;
-    float *bestp = donto_xmalloc(sizeof(float) * (m->np ? m->np : 1));
+    float *bestp = sheaf_xalloc(m->np, sizeof(float), "the best epoch's weights");
     memcpy(bestp, m->p, sizeof(float) * m->np);
     donto_sheaf_metrics b = {0}, now = {0};
     double best_val_acc = 0, best_val_loss = INFINITY;
