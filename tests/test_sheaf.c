@@ -9,7 +9,7 @@
 
 #include "check.h"
 #include "donto/sheaf.h"
-#include "sheaf/sheaf_int.h"
+#include "sheaf_int.h"
 
 /* test_oom asks for terabytes on purpose: under ASan, let calloc return NULL as libc does. */
 const char *__asan_default_options(void);
@@ -250,7 +250,7 @@ static void test_bad_input(void) {
  * src/sheaf/sheaf_int.h): a graph too big to hold, a model too big for its graph. Nothing is
  * touched before the failing request (calloc'd, never written). */
 static void test_oom(void) {
-    donto_err err = {{0}};
+    donto_err err = {0};
     donto_graph g;
     CHECK(donto_graph_random(&g, 1 << 24, 1 << 24, 2, 10, 1, &err) == -1, "a 2^48-float graph must fail");
     CHECK_STR_CONTAINS(err.msg, "out of memory");
