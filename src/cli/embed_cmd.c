@@ -13,7 +13,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
+#include <stdint.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,32 +22,9 @@
 
 #include "donto/cli.h"
 #include "donto/encoder.h"
+#include "donto/opt.h"
 
 enum { FMT_JSONL, FMT_NPY, FMT_F32 };
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: donto-embed embed --model DIR [options]\n"
-            "\n"
-            "Embed texts with a BERT-family encoder (tokenizer + forward + pooling + L2 norm).\n"
-            "\n"
-            "  --model DIR        model directory: config.json, model.safetensors, vocab.txt\n"
-            "  --in FILE          input (default: stdin): JSONL {\"id\",\"text\"} or plain lines\n"
-            "  --lines            treat every input line as a text, even if it looks like JSON\n"
-            "  --out FILE         output (default: stdout)\n"
-            "  --format F         jsonl (default) | npy | f32\n"
-            "  --threads N        worker threads (default: all CPUs)\n"
-            "  --precision P      fp32 (default, reference) | int16 (CPU fast path) | bf16 (GPU)\n"
-            "  --device D         cpu (default) | cuda (needs a -DDONTO_CUDA=ON build; default\n"
-            "                     precision there bf16, fp32 for parity checks)\n"
-            "  --gpu N|all        CUDA device ordinal (default 0); all: one engine per GPU\n"
-            "  --max-len N        tokens per text incl. [CLS]/[SEP] (default: model max, 512)\n"
-            "  --batch-tokens N   tokens per packed forward batch (default 4096)\n"
-            "  --chunk N          texts read and encoded per round (default 8192)\n"
-            "  --stats            print one JSON line of figures to stderr at the end\n"
-            "  --quiet            no progress line\n"
-            "  -h, --help         this help\n");
-}
 
 typedef struct {
     char **text;
@@ -130,91 +107,57 @@ static int write_vectors(FILE *f, int fmt, const chunk *c, const float *v, int d
     return ferror(f) ? -1 : 0;
 }
 
+static const char *const FORMATS[] = {"jsonl", "npy", "f32", NULL};
+static const char *const PRECISIONS[] = {"fp32", "int16", "bf16", NULL};
+static const int PRECISION_VALUES[] = {DONTO_PREC_FP32, DONTO_PREC_INT16, DONTO_PREC_BF16};
+static const char *const DEVICES[] = {"cpu", "cuda", NULL};
+static const int DEVICE_VALUES[] = {DONTO_DEVICE_CPU, DONTO_DEVICE_CUDA};
+
 int donto_embed_cmd(int argc, char **argv) {
-    static const struct option lo[] = {
-        {"model", required_argument, 0, 'm'},  {"in", required_argument, 0, 'i'},
-        {"out", required_argument, 0, 'o'},    {"format", required_argument, 0, 'f'},
-        {"threads", required_argument, 0, 't'}, {"precision", required_argument, 0, 'p'},
-        {"max-len", required_argument, 0, 'L'}, {"batch-tokens", required_argument, 0, 'B'},
-        {"chunk", required_argument, 0, 'C'},  {"stats", no_argument, 0, 's'},
-        {"quiet", no_argument, 0, 'q'},        {"lines", no_argument, 0, 'l'},
-        {"help", no_argument, 0, 'h'},         {"device", required_argument, 0, 'D'},
-        {"gpu", required_argument, 0, 'G'},    {0, 0, 0, 0}};
     const char *model = NULL, *in = NULL, *outp = NULL;
-    int fmt = FMT_JSONL, stats = 0, quiet = 0, lines = 0, prec_set = 0;
-    long chunk_n = 8192;
+    int fmt = FMT_JSONL, stats = 0, quiet = 0, lines = 0, prec = -1, dev = DONTO_DEVICE_CPU;
+    int64_t chunk_n = 8192;
     donto_encoder_opts eo;
     donto_encoder_default_opts(&eo);
-    optind = 1;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        char *end = NULL;
-        switch (ch) {
-        case 'm': model = optarg; break;
-        case 'i': in = optarg; break;
-        case 'o': outp = optarg; break;
-        case 'f':
-            if (!strcmp(optarg, "jsonl")) fmt = FMT_JSONL;
-            else if (!strcmp(optarg, "npy")) fmt = FMT_NPY;
-            else if (!strcmp(optarg, "f32")) fmt = FMT_F32;
-            else {
-                fprintf(stderr, "donto-embed embed: unknown --format '%s' (jsonl|npy|f32)\n", optarg);
-                return 2;
-            }
-            break;
-        case 'p': {
-            int p = donto_precision_parse(optarg);
-            if (p < 0) {
-                fprintf(stderr, "donto-embed embed: unknown --precision '%s' (fp32|int16|bf16)\n", optarg);
-                return 2;
-            }
-            eo.precision = (donto_precision)p;
-            prec_set = 1;
-            break;
-        }
-        case 'D': {
-            int d = donto_device_parse(optarg);
-            if (d < 0) {
-                fprintf(stderr, "donto-embed embed: unknown --device '%s' (cpu|cuda)\n", optarg);
-                return 2;
-            }
-            eo.device = (donto_device)d;
-            break;
-        }
-        case 'G': {
-            long v = strtol(optarg, &end, 10);
-            if (!strcmp(optarg, "all")) v = -1;
-            else if (!*optarg || *end || v < 0 || v > 1024) {
-                fprintf(stderr, "donto-embed embed: --gpu needs a device ordinal or 'all', got '%s'\n", optarg);
-                return 2;
-            }
-            eo.gpu = (int)v;
-            break;
-        }
-        case 't': case 'L': case 'B': case 'C': {
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < 1 || v > (1 << 24)) {
-                fprintf(stderr, "donto-embed embed: --%s needs a positive integer, got '%s'\n",
-                        ch == 't' ? "threads" : ch == 'L' ? "max-len" : ch == 'B' ? "batch-tokens" : "chunk", optarg);
-                return 2;
-            }
-            if (ch == 't') eo.threads = (int)v;
-            else if (ch == 'L') eo.max_len = (int)v;
-            else if (ch == 'B') eo.batch_tokens = (int)v;
-            else chunk_n = v;
-            break;
-        }
-        case 's': stats = 1; break;
-        case 'q': quiet = 1; break;
-        case 'l': lines = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (!model || optind != argc) {
-        usage(stderr);
-        return 2;
-    }
+    const donto_opt opts[] = {
+        {DONTO_OPT_STRING, "model", 0, &model, .metavar = "DIR",
+         .help = "model directory: config.json, model.safetensors, vocab.txt (required)"},
+        {DONTO_OPT_STRING, "in", 0, &in, .metavar = "FILE",
+         .help = "input (default: stdin): JSONL {\"id\",\"text\"} or plain lines"},
+        {DONTO_OPT_FLAG, "lines", 0, &lines, .help = "treat every input line as a text, even if it looks like JSON"},
+        {DONTO_OPT_STRING, "out", 0, &outp, .metavar = "FILE", .help = "output (default: stdout)"},
+        {DONTO_OPT_CHOICE, "format", 0, &fmt, .choices = FORMATS, .metavar = "F", .help = "jsonl (default) | npy | f32"},
+        {DONTO_OPT_INT, "threads", 0, &eo.threads, .min = 1, .max = 1024, .metavar = "N",
+         .help = "worker threads (default: all CPUs)"},
+        {DONTO_OPT_CHOICE, "precision", 0, &prec, .choices = PRECISIONS, .values = PRECISION_VALUES, .metavar = "P",
+         .help = "fp32 (default, reference) | int16 (CPU fast path) | bf16 (GPU)"},
+        {DONTO_OPT_CHOICE, "device", 0, &dev, .choices = DEVICES, .values = DEVICE_VALUES, .metavar = "D",
+         .help = "cpu (default) | cuda (needs a -DDONTO_CUDA=ON build; default\n"
+                 "precision there bf16, fp32 for parity checks)"},
+        {DONTO_OPT_INT, "gpu", 0, &eo.gpu, .min = 0, .max = 1024, .word = "all", .word_value = -1, .metavar = "N|all",
+         .help = "CUDA device ordinal (default 0); all: one engine per GPU"},
+        {DONTO_OPT_INT, "max-len", 0, &eo.max_len, .min = 1, .max = 1 << 24, .metavar = "N",
+         .help = "tokens per text incl. [CLS]/[SEP] (default: model max, 512)"},
+        {DONTO_OPT_INT, "batch-tokens", 0, &eo.batch_tokens, .min = 1, .max = 1 << 24, .metavar = "N",
+         .help = "tokens per packed forward batch (default 4096)"},
+        {DONTO_OPT_INT64, "chunk", 0, &chunk_n, .min = 1, .max = 1 << 24, .metavar = "N",
+         .help = "texts read and encoded per round (default 8192)"},
+        {DONTO_OPT_FLAG, "stats", 0, &stats, .help = "print one JSON line of figures to stderr at the end"},
+        {DONTO_OPT_FLAG, "quiet", 0, &quiet, .help = "no progress line"},
+        {0}};
+    const donto_opt_cmd cmd = {"donto-embed embed",
+                               "usage: donto-embed embed --model DIR [options]\n"
+                               "\n"
+                               "Embed texts with a BERT-family encoder (tokenizer + forward + pooling + L2 norm).\n"
+                               "\n",
+                               opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
+    if (!model) return donto_opt_usage_error(&cmd, "--model is required");
+    eo.device = (donto_device)dev;
+    if (prec >= 0) eo.precision = (donto_precision)prec;
+    const int prec_set = prec >= 0;
     if (eo.device == DONTO_DEVICE_CUDA && !prec_set) eo.precision = DONTO_PREC_BF16;
     donto_err err = {0};
     donto_encoder *enc;

@@ -11,27 +11,7 @@
 
 #include "donto/cli.h"
 #include "donto/fetch.h"
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: donto-embed model fetch [options]\n"
-            "\n"
-            "Download a model from the Hugging Face hub, resuming interrupted downloads\n"
-            "and checking every file against its pinned SHA-256.\n"
-            "\n"
-            "  --dir D          destination directory (default %s)\n"
-            "  --repo R         repository id (default %s)\n"
-            "  --revision REV   commit or branch (default %s)\n"
-            "  --endpoint URL   hub base URL (default $HF_ENDPOINT, else %s)\n"
-            "  --no-verify      accept files that have no pinned digest (any repo or\n"
-            "                   revision other than the defaults has none)\n"
-            "  --quiet          print errors only\n"
-            "  --help           this text\n"
-            "\n"
-            "HF_TOKEN, when set, is sent as a bearer token to the hub.\n",
-            DONTO_FETCH_DEFAULT_DIR, DONTO_FETCH_DEFAULT_REPO, DONTO_FETCH_DEFAULT_REVISION,
-            DONTO_FETCH_DEFAULT_ENDPOINT);
-}
+#include "donto/opt.h"
 
 /* Progress drawing state: lives in donto_model_fetch_main's frame. */
 typedef struct cli_progress {
@@ -103,58 +83,34 @@ static void on_progress(void *user, const donto_fetch_progress *p) {
     }
 }
 
-/* "--opt VALUE" or "--opt=VALUE".  Returns 1 and sets *val when argv[*i]
- * is this option, 0 when not, -1 when its value is missing. */
-static int opt_value(int argc, char **argv, int *i, const char *name, const char **val) {
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0) return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n] != 0) return 0;
-    if (*i + 1 >= argc) return -1;
-    *val = argv[++*i];
-    return 1;
-}
-
 int donto_model_fetch_main(int argc, char **argv) {
     donto_fetch_opts o = {0};
-    static const char *const names[] = {"--dir", "--repo", "--revision", "--endpoint"};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(a, "--no-verify") == 0) {
-            o.no_verify = 1;
-            continue;
-        }
-        if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
-            o.quiet = 1;
-            continue;
-        }
-        const char **slots[] = {&o.dest_dir, &o.repo, &o.revision, &o.endpoint};
-        int matched = 0;
-        for (size_t k = 0; k < sizeof names / sizeof names[0] && !matched; k++) {
-            const char *v = NULL;
-            int r = opt_value(argc, argv, &i, names[k], &v);
-            if (r < 0 || (r > 0 && !*v)) {
-                fprintf(stderr, "donto-embed model fetch: %s needs a value (see --help)\n",
-                        names[k]);
-                return 2;
-            }
-            if (r > 0) {
-                *slots[k] = v;
-                matched = 1;
-            }
-        }
-        if (matched) continue;
-        fprintf(stderr, "donto-embed model fetch: unknown argument '%s' (see --help)\n", a);
-        return 2;
-    }
+    const donto_opt opts[] = {
+        {DONTO_OPT_STRING, "dir", 0, &o.dest_dir, .metavar = "D",
+         .help = "destination directory (default " DONTO_FETCH_DEFAULT_DIR ")"},
+        {DONTO_OPT_STRING, "repo", 0, &o.repo, .metavar = "R", .help = "repository id (default " DONTO_FETCH_DEFAULT_REPO ")"},
+        {DONTO_OPT_STRING, "revision", 0, &o.revision, .metavar = "REV",
+         .help = "commit or branch (default " DONTO_FETCH_DEFAULT_REVISION ")"},
+        {DONTO_OPT_STRING, "endpoint", 0, &o.endpoint, .metavar = "URL",
+         .help = "hub base URL (default $HF_ENDPOINT, else " DONTO_FETCH_DEFAULT_ENDPOINT ")"},
+        {DONTO_OPT_FLAG, "no-verify", 0, &o.no_verify,
+         .help = "accept files that have no pinned digest (any repo or\n"
+                 "revision other than the defaults has none)"},
+        {DONTO_OPT_FLAG, "quiet", 'q', &o.quiet, .help = "print errors only"},
+        {0}};
+    const donto_opt_cmd cmd = {"donto-embed model fetch",
+                               "usage: donto-embed model fetch [options]\n"
+                               "\n"
+                               "Download a model from the Hugging Face hub, resuming interrupted downloads\n"
+                               "and checking every file against its pinned SHA-256.\n"
+                               "\n",
+                               opts, "\nHF_TOKEN, when set, is sent as a bearer token to the hub.\n"};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (npos) return donto_opt_usage_error(&cmd, "unknown argument '%s'", argv[1]);
+    const char *const *vals[] = {&o.dest_dir, &o.repo, &o.revision, &o.endpoint};
+    for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++)
+        if (*vals[k] && !**vals[k]) return donto_opt_usage_error(&cmd, "--%s needs a value", opts[k].name);
 
     cli_progress prog = {.tty = isatty(STDERR_FILENO)};
     donto_fetch_stats st = {0};

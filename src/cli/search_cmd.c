@@ -5,7 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
+#include <stdint.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,15 +13,8 @@
 
 #include "donto/cli.h"
 #include "donto/encoder.h"
+#include "donto/opt.h"
 #include "donto/recall.h"
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: donto-embed search --model DIR --vectors V.npy --texts T.jsonl [-k N] [--json] QUERY\n"
-            "\n"
-            "Embed QUERY and print the N (default 5) most similar texts of T.jsonl, whose\n"
-            "vectors `donto-embed embed --format npy` wrote to V.npy in the same order.\n");
-}
 
 /* Read a float32 [n, dim] .npy (the layout `embed --format npy` writes). */
 static float *read_npy(const char *path, size_t *n, int *dim, donto_err *err) {
@@ -57,40 +50,28 @@ static float *read_npy(const char *path, size_t *n, int *dim, donto_err *err) {
 }
 
 int donto_search_cmd(int argc, char **argv) {
-    static const struct option lo[] = {{"model", required_argument, 0, 'm'},
-                                       {"vectors", required_argument, 0, 'v'},
-                                       {"texts", required_argument, 0, 't'},
-                                       {"json", no_argument, 0, 'j'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
     const char *model = NULL, *vpath = NULL, *tpath = NULL;
-    long k = 5;
-    int json = 0, ch;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "k:h", lo, NULL)) != -1) {
-        switch (ch) {
-        case 'm': model = optarg; break;
-        case 'v': vpath = optarg; break;
-        case 't': tpath = optarg; break;
-        case 'j': json = 1; break;
-        case 'k': {
-            char *end;
-            k = strtol(optarg, &end, 10);
-            if (*end || k < 1 || k > 10000) {
-                fprintf(stderr, "donto-embed search: -k needs 1..10000\n");
-                return 2;
-            }
-            break;
-        }
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (!model || !vpath || !tpath || optind != argc - 1) {
-        usage(stderr);
-        return 2;
-    }
-    const char *query = argv[optind];
+    int64_t k = 5;
+    int json = 0;
+    const donto_opt opts[] = {
+        {DONTO_OPT_STRING, "model", 0, &model, .metavar = "DIR", .help = "the model that embedded V.npy (required)"},
+        {DONTO_OPT_STRING, "vectors", 0, &vpath, .metavar = "V.npy", .help = "float32 [n, dim] vectors (required)"},
+        {DONTO_OPT_STRING, "texts", 0, &tpath, .metavar = "T.jsonl", .help = "their texts, line i = row i (required)"},
+        {DONTO_OPT_INT64, NULL, 'k', &k, .min = 1, .max = 10000, .metavar = "N", .help = "how many texts (default 5)"},
+        {DONTO_OPT_FLAG, "json", 0, &json, .help = "a JSON array of {index, score, text}"},
+        {0}};
+    const donto_opt_cmd cmd = {"donto-embed search",
+                               "usage: donto-embed search --model DIR --vectors V.npy --texts T.jsonl [-k N] [--json] QUERY\n"
+                               "\n"
+                               "Embed QUERY and print the N (default 5) most similar texts of T.jsonl, whose\n"
+                               "vectors `donto-embed embed --format npy` wrote to V.npy in the same order.\n"
+                               "\n",
+                               opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (!model || !vpath || !tpath) return donto_opt_usage_error(&cmd, "--model, --vectors and --texts are required");
+    if (npos != 1) return donto_opt_usage_error(&cmd, "one QUERY, got %d arguments", npos);
+    const char *query = argv[1];
     donto_err err = {0};
     size_t n;
     int dim;

@@ -5,7 +5,6 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include "donto/cli.h"
 #include "donto/coord.h"
 #include "donto/encoder.h"
+#include "donto/opt.h"
 #include "donto/recall.h"
 #include "donto/store.h"
 #include "donto/substrate.h"
@@ -35,19 +35,6 @@ static int64_t now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Whole decimal number in [lo, hi], or -1 with a message. */
-static int parse_num(const char *cmd, const char *opt, const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "donto-embed %s: %s needs a whole number in %lld..%lld (got '%s')\n", cmd, opt, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* ---- serve ------------------------------------------------------------------ */
 
 /* What serve does besides the coordinator's own configuration. */
@@ -60,120 +47,69 @@ typedef struct serve_opts {
 
 static int serve_run(const donto_coord_config *cfg, const serve_opts *o);
 
-static void serve_usage(FILE *f) {
-    fprintf(f,
-            "usage: donto-embed serve --db URL [options]\n"
-            "\n"
-            "Serve the embedding work queue over HTTP (docs/protocol.md): workers lease\n"
-            "texts, submit vectors, release leases and report problems. Stops on\n"
-            "SIGTERM/SIGINT after the requests in flight finish.\n"
-            "\n"
-            "  --db URL            SQLite file path, or postgres://... (default ./donto.db)\n"
-            "  --listen HOST:PORT  address to listen on (default 127.0.0.1:8080; [::1]:8080 for IPv6)\n"
-            "  --threads N         HTTP threads (default: number of CPUs)\n"
-            "  --pool N            database handles (default: as many as threads)\n"
-            "  --base PATH         route prefix (default /embed)\n"
-            "  --max-body BYTES    request body limit (default 33554432 = 32 MiB)\n"
-            "  --lease-ttl SECS    lease lifetime (default 900)\n"
-            "  --conn-timeout SECS idle connection timeout (default 60)\n"
-            "  --drain SECS        at shutdown, wait this long for requests in flight (default 30)\n"
-            "  --tls-cert FILE     serve HTTPS with this PEM certificate (chain); needs --tls-key\n"
-            "  --tls-key FILE      the PEM private key of --tls-cert\n"
-            "  --migrate           apply database migrations before serving\n"
-            "  --model DIR         load this model to embed GET <base>/recall queries (without it,\n"
-            "                      /recall answers 503 no_model)\n"
-            "  --model-name NAME   the stored vectors' model recall searches (default: DIR/model_name.txt,\n"
-            "                      else BAAI/bge-small-en-v1.5)\n"
-            "  --index PREFIX      recall's ANN files at PREFIX.<target>.faiss/.ids (default: the SQLite\n"
-            "                      file's path; PostgreSQL: in memory only)\n"
-            "  --ann-min N         recall uses the ANN index from N vectors on (default 20000)\n"
-            "  -v, --verbose       log every request\n"
-            "  -h, --help          this help\n");
-}
-
 static int serve_until_signal(const donto_coord_config *cfg, const sigset_t *stop, long long drain);
 
 int donto_serve_cmd(int argc, char **argv) {
-    static const struct option lo[] = {{"db", required_argument, 0, 'd'},
-                                       {"listen", required_argument, 0, 'l'},
-                                       {"threads", required_argument, 0, 't'},
-                                       {"pool", required_argument, 0, 'p'},
-                                       {"base", required_argument, 0, 'b'},
-                                       {"max-body", required_argument, 0, 'm'},
-                                       {"lease-ttl", required_argument, 0, 'L'},
-                                       {"conn-timeout", required_argument, 0, 'T'},
-                                       {"drain", required_argument, 0, 'D'},
-                                       {"migrate", no_argument, 0, 'M'},
-                                       {"tls-cert", required_argument, 0, 'C'},
-                                       {"tls-key", required_argument, 0, 'K'},
-                                       {"model", required_argument, 0, 'R'},
-                                       {"model-name", required_argument, 0, 'N'},
-                                       {"index", required_argument, 0, 'I'},
-                                       {"ann-min", required_argument, 0, 'A'},
-                                       {"verbose", no_argument, 0, 'v'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
     donto_coord_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.db_url = DONTO_STORE_DEFAULT_URL;
     cfg.listen = "127.0.0.1:8080";
     cfg.version = DONTO_VERSION;
-    long long v, drain = 30, ann_min = 0;
-    int migrate = 0, ch;
+    int64_t drain = 30, ann_min = 0, max_body = 0, lease_ttl = 0, conn_timeout = 0;
+    int migrate = 0, verbose = 0;
     const char *tls_cert = NULL, *tls_key = NULL;
     const char *model_dir = NULL, *model_name = NULL, *index = NULL;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
-        switch (ch) {
-        case 'd': cfg.db_url = optarg; break;
-        case 'l': cfg.listen = optarg; break;
-        case 'b': cfg.base = optarg; break;
-        case 't':
-            if (parse_num("serve", "--threads", optarg, 1, 1024, &v)) return 2;
-            cfg.threads = (int)v;
-            break;
-        case 'p':
-            if (parse_num("serve", "--pool", optarg, 1, 1024, &v)) return 2;
-            cfg.pool = (int)v;
-            break;
-        case 'm':
-            if (parse_num("serve", "--max-body", optarg, 1024, (long long)1 << 32, &v)) return 2;
-            cfg.max_body = (size_t)v;
-            break;
-        case 'L':
-            if (parse_num("serve", "--lease-ttl", optarg, 1, 7 * 86400, &v)) return 2;
-            cfg.lease_ttl_ms = (int64_t)v * 1000;
-            break;
-        case 'T':
-            if (parse_num("serve", "--conn-timeout", optarg, 1, 3600, &v)) return 2;
-            cfg.conn_timeout_s = (unsigned)v;
-            break;
-        case 'D':
-            if (parse_num("serve", "--drain", optarg, 0, 3600, &drain)) return 2;
-            break;
-        case 'M': migrate = 1; break;
-        case 'C': tls_cert = optarg; break;
-        case 'K': tls_key = optarg; break;
-        case 'R': model_dir = optarg; break;
-        case 'N': model_name = optarg; break;
-        case 'I': index = optarg; break;
-        case 'A':
-            if (parse_num("serve", "--ann-min", optarg, 1, (long long)1 << 40, &ann_min)) return 2;
-            break;
-        case 'v': donto_log_set_level(DONTO_LOG_DEBUG); break;
-        case 'h': serve_usage(stdout); return 0;
-        default: serve_usage(stderr); return 2;
-        }
-    }
-    if (optind != argc) {
-        fprintf(stderr, "donto-embed serve: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    const donto_opt opts[] = {
+        {DONTO_OPT_STRING, "db", 0, &cfg.db_url, .metavar = "URL",
+         .help = "SQLite file path, or postgres://... (default ./donto.db)"},
+        {DONTO_OPT_STRING, "listen", 0, &cfg.listen, .metavar = "HOST:PORT",
+         .help = "address to listen on (default 127.0.0.1:8080; [::1]:8080 for IPv6)"},
+        {DONTO_OPT_INT, "threads", 0, &cfg.threads, .min = 1, .max = 1024, .metavar = "N",
+         .help = "HTTP threads (default: number of CPUs)"},
+        {DONTO_OPT_INT, "pool", 0, &cfg.pool, .min = 1, .max = 1024, .metavar = "N",
+         .help = "database handles (default: as many as threads)"},
+        {DONTO_OPT_STRING, "base", 0, &cfg.base, .metavar = "PATH", .help = "route prefix (default /embed)"},
+        {DONTO_OPT_INT64, "max-body", 0, &max_body, .min = 1024, .max = 1LL << 32, .metavar = "BYTES",
+         .help = "request body limit (default 33554432 = 32 MiB)"},
+        {DONTO_OPT_INT64, "lease-ttl", 0, &lease_ttl, .min = 1, .max = 7 * 86400, .metavar = "SECS",
+         .help = "lease lifetime (default 900)"},
+        {DONTO_OPT_INT64, "conn-timeout", 0, &conn_timeout, .min = 1, .max = 3600, .metavar = "SECS",
+         .help = "idle connection timeout (default 60)"},
+        {DONTO_OPT_INT64, "drain", 0, &drain, .min = 0, .max = 3600, .metavar = "SECS",
+         .help = "at shutdown, wait this long for requests in flight (default 30)"},
+        {DONTO_OPT_STRING, "tls-cert", 0, &tls_cert, .metavar = "FILE",
+         .help = "serve HTTPS with this PEM certificate (chain); needs --tls-key"},
+        {DONTO_OPT_STRING, "tls-key", 0, &tls_key, .metavar = "FILE", .help = "the PEM private key of --tls-cert"},
+        {DONTO_OPT_FLAG, "migrate", 0, &migrate, .help = "apply database migrations before serving"},
+        {DONTO_OPT_STRING, "model", 0, &model_dir, .metavar = "DIR",
+         .help = "load this model to embed GET <base>/recall queries (without it,\n/recall answers 503 no_model)"},
+        {DONTO_OPT_STRING, "model-name", 0, &model_name, .metavar = "NAME",
+         .help = "the stored vectors' model recall searches (default: DIR/model_name.txt,\n"
+                 "else BAAI/bge-small-en-v1.5)"},
+        {DONTO_OPT_STRING, "index", 0, &index, .metavar = "PREFIX",
+         .help = "recall's ANN files at PREFIX.<target>.faiss/.ids (default: the SQLite\n"
+                 "file's path; PostgreSQL: in memory only)"},
+        {DONTO_OPT_INT64, "ann-min", 0, &ann_min, .min = 1, .max = 1LL << 40, .metavar = "N",
+         .help = "recall uses the ANN index from N vectors on (default 20000)"},
+        {DONTO_OPT_FLAG, "verbose", 'v', &verbose, .help = "log every request"},
+        {0}};
+    const donto_opt_cmd cmd = {"donto-embed serve",
+                               "usage: donto-embed serve --db URL [options]\n"
+                               "\n"
+                               "Serve the embedding work queue over HTTP (docs/protocol.md): workers lease\n"
+                               "texts, submit vectors, release leases and report problems. Stops on\n"
+                               "SIGTERM/SIGINT after the requests in flight finish.\n"
+                               "\n",
+                               opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
+    cfg.max_body = (size_t)max_body;
+    cfg.lease_ttl_ms = lease_ttl * 1000;
+    cfg.conn_timeout_s = (unsigned)conn_timeout;
+    if (verbose) donto_log_set_level(DONTO_LOG_DEBUG);
     donto_err err = {0};
-    if (!tls_cert != !tls_key) {
-        fprintf(stderr, "donto-embed serve: --tls-cert and --tls-key go together\n");
-        return 2;
-    }
+    if (!tls_cert != !tls_key) return donto_opt_usage_error(&cmd, "--tls-cert and --tls-key go together");
     /* The PEM text is read here (and kept by the coordinator), so a bad
      * path is a clear error before anything listens. */
     char *cert_pem = NULL, *key_pem = NULL;
@@ -187,7 +123,7 @@ int donto_serve_cmd(int argc, char **argv) {
         cfg.tls_cert_pem = cert_pem;
         cfg.tls_key_pem = key_pem;
     }
-    serve_opts so = {migrate, drain, model_dir, model_name, index, ann_min};
+    serve_opts so = {migrate, (long long)drain, model_dir, model_name, index, (long long)ann_min};
     int rc = serve_run(&cfg, &so);
     free(cert_pem);
     free(key_pem);
@@ -265,25 +201,18 @@ static int serve_until_signal(const donto_coord_config *cfg, const sigset_t *sto
 
 /* ---- migrate ------------------------------------------------------------------ */
 
+static const char DB_HELP[] = "SQLite file path, or postgres://... (default " DONTO_STORE_DEFAULT_URL ")";
+
 int donto_migrate_cmd(int argc, char **argv) {
-    static const struct option lo[] = {{"db", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *db = DONTO_STORE_DEFAULT_URL;
-    int ch;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (ch) {
-        case 'd': db = optarg; break;
-        case 'h':
-            printf("usage: donto-embed migrate --db URL\n\n"
-                   "Apply every database migration not yet applied (idempotent).\n");
-            return 0;
-        default: fprintf(stderr, "usage: donto-embed migrate --db URL\n"); return 2;
-        }
-    }
-    if (optind != argc) {
-        fprintf(stderr, "donto-embed migrate: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    const donto_opt opts[] = {{DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP}, {0}};
+    const donto_opt_cmd cmd = {"donto-embed migrate",
+                               "usage: donto-embed migrate --db URL\n\n"
+                               "Apply every database migration not yet applied (idempotent).\n\n",
+                               opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
     donto_err err = {0};
     donto_store *s = NULL;
     if (donto_store_open(db, &s, &err) || donto_substrate_migrate(s, &err)) {
@@ -301,27 +230,19 @@ int donto_migrate_cmd(int argc, char **argv) {
 /* The figures of /embed/stats without a server or a token: for operators
  * on the database host and for scripts (make run's progress bar). */
 int donto_status_cmd(int argc, char **argv) {
-    static const struct option lo[] = {
-        {"db", required_argument, 0, 'd'}, {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *db = DONTO_STORE_DEFAULT_URL;
-    int json = 0, ch;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (ch) {
-        case 'd': db = optarg; break;
-        case 'j': json = 1; break;
-        case 'h':
-            printf("usage: donto-embed status --db URL [--json]\n\n"
-                   "Items per target (embedded, pending, leased, total) and vectors stored in the\n"
-                   "last minute, read from the database. --json: one JSON object, as /embed/stats.\n");
-            return 0;
-        default: fprintf(stderr, "usage: donto-embed status --db URL [--json]\n"); return 2;
-        }
-    }
-    if (optind != argc) {
-        fprintf(stderr, "donto-embed status: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    int json = 0;
+    const donto_opt opts[] = {{DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP},
+                              {DONTO_OPT_FLAG, "json", 0, &json, .help = "one JSON object, as /embed/stats"},
+                              {0}};
+    const donto_opt_cmd cmd = {"donto-embed status",
+                               "usage: donto-embed status --db URL [--json]\n\n"
+                               "Items per target (embedded, pending, leased, total) and vectors stored in the\n"
+                               "last minute, read from the database.\n\n",
+                               opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
     donto_err err = {0};
     donto_store *s = NULL;
     donto_target_stats st[DONTO_TARGET_N];
@@ -357,17 +278,6 @@ int donto_status_cmd(int argc, char **argv) {
 
 /* ---- token --------------------------------------------------------------------- */
 
-static void token_usage(FILE *f) {
-    fprintf(f,
-            "usage: donto-embed token add NAME [--role contributor|admin] --db URL\n"
-            "       donto-embed token list --db URL\n"
-            "       donto-embed token revoke NAME --db URL\n"
-            "\n"
-            "Bearer tokens for the coordinator. `add` prints the new token once, on\n"
-            "stdout; the database keeps only its SHA-256. Contributors may lease,\n"
-            "submit, release and report; admins may also read /stats.\n");
-}
-
 /* 32 random bytes from the kernel, as 64 hex digits. */
 static int new_token(char out[65]) {
     unsigned char b[32];
@@ -387,38 +297,38 @@ static int new_token(char out[65]) {
     return 0;
 }
 
+static const char *const ROLES[] = {"contributor", "admin", NULL};
+static const int ROLE_VALUES[] = {DONTO_ROLE_CONTRIBUTOR, DONTO_ROLE_ADMIN};
+
 int donto_token_cmd(int argc, char **argv) {
-    static const struct option lo[] = {{"db", required_argument, 0, 'd'},
-                                       {"role", required_argument, 0, 'r'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
-    const char *db = DONTO_STORE_DEFAULT_URL, *role_s = "contributor";
-    int ch;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (ch) {
-        case 'd': db = optarg; break;
-        case 'r': role_s = optarg; break;
-        case 'h': token_usage(stdout); return 0;
-        default: token_usage(stderr); return 2;
-        }
-    }
-    /* getopt has moved the operands to the end: ACTION [NAME]. */
-    const char *action = optind < argc ? argv[optind] : NULL;
-    const char *name = optind + 1 < argc ? argv[optind + 1] : NULL;
+    const char *db = DONTO_STORE_DEFAULT_URL;
+    int role_i = DONTO_ROLE_CONTRIBUTOR;
+    const donto_opt opts[] = {{DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP},
+                              {DONTO_OPT_CHOICE, "role", 0, &role_i, .choices = ROLES, .values = ROLE_VALUES,
+                               .help = "what `add` grants (default contributor)"},
+                              {0}};
+    const donto_opt_cmd cmd = {"donto-embed token",
+                               "usage: donto-embed token add NAME [--role contributor|admin] --db URL\n"
+                               "       donto-embed token list --db URL\n"
+                               "       donto-embed token revoke NAME --db URL\n"
+                               "\n"
+                               "Bearer tokens for the coordinator. `add` prints the new token once, on\n"
+                               "stdout; the database keeps only its SHA-256. Contributors may lease,\n"
+                               "submit, release and report; admins may also read /stats.\n"
+                               "\n",
+                               opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    /* The operands: ACTION [NAME]. */
+    const char *action = npos >= 1 ? argv[1] : NULL;
+    const char *name = npos >= 2 ? argv[2] : NULL;
     int want_name = action && (!strcmp(action, "add") || !strcmp(action, "revoke"));
-    if (!action || (strcmp(action, "list") && !want_name) || (want_name && !name) ||
-        argc - optind != (want_name ? 2 : 1)) {
-        token_usage(stderr);
-        return 2;
-    }
-    donto_role role;
-    if (!strcmp(role_s, "contributor")) role = DONTO_ROLE_CONTRIBUTOR;
-    else if (!strcmp(role_s, "admin")) role = DONTO_ROLE_ADMIN;
-    else {
-        fprintf(stderr, "donto-embed token: --role is contributor or admin (got '%s')\n", role_s);
-        return 2;
-    }
+    if (!action || (strcmp(action, "list") && !want_name))
+        return donto_opt_usage_error(&cmd, "the action is add, list or revoke");
+    if (want_name && !name) return donto_opt_usage_error(&cmd, "%s needs a NAME", action);
+    if (npos != (want_name ? 2 : 1)) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[npos]);
+    donto_role role = (donto_role)role_i;
+    const char *role_s = ROLES[role == DONTO_ROLE_ADMIN];
     if (name && (!*name || strlen(name) > 100)) {
         fprintf(stderr, "donto-embed token: NAME must be 1..100 characters\n");
         return 2;

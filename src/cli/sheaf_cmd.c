@@ -4,15 +4,16 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "donto/cli.h"
+#include "donto/opt.h"
 #include "donto/sheaf.h"
 
 void openblas_set_num_threads(int);
@@ -33,122 +34,82 @@ static void usage_main(FILE *f) {
             "`donto-sheaf <command> --help` describes each command.\n");
 }
 
-static const char *HP_HELP =
-    "model and training options:\n"
-    "  --family F          diag | orth (O(d), Householder) | cayley (O(d), Cayley) | general | gcn (default diag)\n"
-    "  --orth M            householder | cayley (for --family orth)\n"
-    "  --d N               stalk dimension (default 2)\n"
-    "  --layers N          diffusion layers / GCN layers (default 2)\n"
-    "  --hidden N          channels per stalk dim / GCN width (default 20)\n"
-    "  --add-lp, --add-hp  add a fixed stalk dim as the NSD reference code does: add-lp\n"
-    "                      D + A (signless), add-hp D - A (see docs/sheaf.md)\n"
-    "  --no-left-weights, --no-right-weights, --no-edge-weights, --second-linear\n"
-    "  --gen-eps X         General: (D + (1+X) I)^-1/2 (default 0)\n"
-    "  --lr X              Adam learning rate (default 0.01)\n"
-    "  --weight-decay X    L2 decay (default 5e-4); --sheaf-decay X for the sheaf learners (default = weight decay)\n"
-    "  --input-dropout X, --dropout X   (default 0)\n"
-    "  --epochs N          (default 1500)   --patience N  early stopping (default 200)\n"
-    "  --stop loss|acc     model selection on validation loss (default) or accuracy\n"
-    "  --seed N            (default 43; split i uses seed + i)\n"
-    "  --threads N         OpenMP/BLAS threads (default: all CPUs)\n";
-
-/* long options shared by train and sweep (model hyperparameters) */
-enum {
-    O_FAMILY = 1000, O_ORTH, O_D, O_LAYERS, O_HIDDEN, O_LP, O_HP, O_NOLEFT, O_NORIGHT, O_NOEW, O_SECOND, O_GENEPS,
-    O_LR, O_WD, O_SD, O_INDROP, O_DROP, O_EPOCHS, O_PAT, O_STOP, O_SEED, O_THREADS,
-    O_DATA, O_DATADIR, O_TASK, O_SPLIT, O_CKPT, O_JSON, O_LOG, O_QUIET, O_IN, O_OUT, O_GRID, O_HELP, O_RANDOM, O_CSV
-};
-
-#define HP_OPTIONS                                                                                              \
-    {"family", 1, 0, O_FAMILY}, {"orth", 1, 0, O_ORTH}, {"d", 1, 0, O_D}, {"layers", 1, 0, O_LAYERS},         \
-        {"hidden", 1, 0, O_HIDDEN}, {"add-lp", 0, 0, O_LP}, {"add-hp", 0, 0, O_HP},                             \
-        {"no-left-weights", 0, 0, O_NOLEFT}, {"no-right-weights", 0, 0, O_NORIGHT},                             \
-        {"no-edge-weights", 0, 0, O_NOEW}, {"second-linear", 0, 0, O_SECOND}, {"gen-eps", 1, 0, O_GENEPS},       \
-        {"lr", 1, 0, O_LR}, {"weight-decay", 1, 0, O_WD}, {"sheaf-decay", 1, 0, O_SD},                          \
-        {"input-dropout", 1, 0, O_INDROP}, {"dropout", 1, 0, O_DROP}, {"epochs", 1, 0, O_EPOCHS},               \
-        {"patience", 1, 0, O_PAT}, {"stop", 1, 0, O_STOP}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}
-
-static int parse_num(const char *s, double *out, const char *opt) {
-    char *e;
-    *out = strtod(s, &e);
-    if (e == s || *e) {
-        fprintf(stderr, "donto-sheaf: --%s expects a number, got '%s'\n", opt, s);
-        return -1;
-    }
+/* The model and training options, shared by train and sweep (and sweep's grid
+ * keys, which are their names): one table fragment that writes into *hp. */
+static int parse_family(const char *v, void *dest, donto_err *err) {
+    donto_sheaf_hp *hp = dest;
+    if (donto_sheaf_family_parse(v, &hp->family, &hp->orth))
+        return donto_seterr(err, "unknown family '%s' (diag, orth, cayley, general, gcn)", v);
     return 0;
 }
 
-/* 1 handled, 0 not a hyperparameter option, -1 error */
-static int hp_option(int c, const char *arg, donto_sheaf_hp *hp, int *threads) {
-    double v;
-    switch (c) {
-    case O_FAMILY:
-        if (donto_sheaf_family_parse(arg, &hp->family, &hp->orth)) {
-            fprintf(stderr, "donto-sheaf: unknown family '%s' (diag, orth, cayley, general, gcn)\n", arg);
-            return -1;
-        }
-        return 1;
-    case O_ORTH:
-        if (!strcmp(arg, "householder")) hp->orth = DONTO_ORTH_HOUSEHOLDER;
-        else if (!strcmp(arg, "cayley")) hp->orth = DONTO_ORTH_CAYLEY;
-        else {
-            fprintf(stderr, "donto-sheaf: --orth householder|cayley\n");
-            return -1;
-        }
-        return 1;
-    case O_LP: hp->add_lp = 1; return 1;
-    case O_HP: hp->add_hp = 1; return 1;
-    case O_NOLEFT: hp->left_weights = 0; return 1;
-    case O_NORIGHT: hp->right_weights = 0; return 1;
-    case O_NOEW: hp->edge_weights = 0; return 1;
-    case O_SECOND: hp->second_linear = 1; return 1;
-    case O_STOP:
-        if (!strcmp(arg, "acc")) hp->stop_acc = 1;
-        else if (!strcmp(arg, "loss")) hp->stop_acc = 0;
-        else {
-            fprintf(stderr, "donto-sheaf: --stop loss|acc\n");
-            return -1;
-        }
-        return 1;
-    case O_D: case O_LAYERS: case O_HIDDEN: case O_GENEPS: case O_LR: case O_WD: case O_SD: case O_INDROP:
-    case O_DROP: case O_EPOCHS: case O_PAT: case O_SEED: case O_THREADS:
-        if (parse_num(arg, &v, "option")) return -1;
-        switch (c) {
-        case O_D: hp->d = (int)v; break;
-        case O_LAYERS: hp->layers = (int)v; break;
-        case O_HIDDEN: hp->hidden = (int)v; break;
-        case O_GENEPS: hp->gen_eps = v; break;
-        case O_LR: hp->lr = (float)v; break;
-        case O_WD: hp->weight_decay = (float)v; break;
-        case O_SD: hp->sheaf_decay = (float)v; break;
-        case O_INDROP: hp->input_dropout = (float)v; break;
-        case O_DROP: hp->dropout = (float)v; break;
-        case O_EPOCHS: hp->epochs = (int)v; break;
-        case O_PAT: hp->patience = (int)v; break;
-        case O_SEED: hp->seed = (uint64_t)v; break;
-        case O_THREADS: *threads = (int)v; break;
-        }
-        return 1;
-    }
-    return 0;
+static const char *const ORTHS[] = {"householder", "cayley", NULL};
+static const int ORTH_VALUES[] = {DONTO_ORTH_HOUSEHOLDER, DONTO_ORTH_CAYLEY};
+static const char *const STOPS[] = {"loss", "acc", NULL};
+
+enum { HP_NOPT = 23 }; /* 22 options and the end */
+
+static void hp_opts(donto_opt *t, donto_sheaf_hp *hp, int *threads) {
+    const donto_opt o[] = {
+        {DONTO_OPT_CALLBACK, "family", 0, hp, .parse = parse_family, .metavar = "F",
+         .help = "diag | orth (O(d), Householder) | cayley (O(d), Cayley) | general | gcn (default diag)"},
+        {DONTO_OPT_CHOICE, "orth", 0, &hp->orth, .choices = ORTHS, .values = ORTH_VALUES, .metavar = "M",
+         .help = "householder | cayley (for --family orth)"},
+        {DONTO_OPT_INT, "d", 0, &hp->d, .min = 1, .max = 64, .metavar = "N", .help = "stalk dimension (default 2)"},
+        {DONTO_OPT_INT, "layers", 0, &hp->layers, .min = 1, .max = 64, .metavar = "N",
+         .help = "diffusion layers / GCN layers (default 2)"},
+        {DONTO_OPT_INT, "hidden", 0, &hp->hidden, .min = 1, .max = 1 << 20, .metavar = "N",
+         .help = "channels per stalk dim / GCN width (default 20)"},
+        {DONTO_OPT_FLAG, "add-lp", 0, &hp->add_lp,
+         .help = "add a fixed stalk dim as the NSD reference code does: D + A (signless)\n(see docs/sheaf.md)"},
+        {DONTO_OPT_FLAG, "add-hp", 0, &hp->add_hp, .help = "the same with D - A"},
+        {DONTO_OPT_FLAG_OFF, "no-left-weights", 0, &hp->left_weights, .help = "no left (stalk) weights"},
+        {DONTO_OPT_FLAG_OFF, "no-right-weights", 0, &hp->right_weights, .help = "no right (channel) weights"},
+        {DONTO_OPT_FLAG_OFF, "no-edge-weights", 0, &hp->edge_weights, .help = "no learned edge weights (orth only)"},
+        {DONTO_OPT_FLAG, "second-linear", 0, &hp->second_linear, .help = "a second input linear layer (H x H) after the first"},
+        {DONTO_OPT_DOUBLE, "gen-eps", 0, &hp->gen_eps, .fmin = -1, .fmax = 1e6, .metavar = "X",
+         .help = "General: (D + (1+X) I)^-1/2 (default 0)"},
+        {DONTO_OPT_FLOAT, "lr", 0, &hp->lr, .fmin = 0, .fmax = 1e3, .metavar = "X",
+         .help = "Adam learning rate (default 0.01)"},
+        {DONTO_OPT_FLOAT, "weight-decay", 0, &hp->weight_decay, .fmin = 0, .fmax = 1e3, .metavar = "X",
+         .help = "L2 decay (default 5e-4)"},
+        {DONTO_OPT_FLOAT, "sheaf-decay", 0, &hp->sheaf_decay, .fmin = 0, .fmax = 1e3, .metavar = "X",
+         .help = "L2 decay of the sheaf learners (default = weight decay)"},
+        {DONTO_OPT_FLOAT, "input-dropout", 0, &hp->input_dropout, .fmin = 0, .fmax = 1, .metavar = "X",
+         .help = "dropout of the input features, in [0, 1) (default 0)"},
+        {DONTO_OPT_FLOAT, "dropout", 0, &hp->dropout, .fmin = 0, .fmax = 1, .metavar = "X",
+         .help = "dropout, in [0, 1) (default 0)"},
+        {DONTO_OPT_INT, "epochs", 0, &hp->epochs, .min = 1, .max = 100000000, .metavar = "N", .help = "(default 1500)"},
+        {DONTO_OPT_INT, "patience", 0, &hp->patience, .min = 0, .max = 100000000, .metavar = "N",
+         .help = "early stopping (default 200)"},
+        {DONTO_OPT_CHOICE, "stop", 0, &hp->stop_acc, .choices = STOPS, .metavar = "loss|acc",
+         .help = "model selection on validation loss (default) or accuracy"},
+        /* uint64_t written as its corresponding signed type (C17 6.5p7), never negative */
+        {DONTO_OPT_INT64, "seed", 0, (int64_t *)&hp->seed, .min = 0, .max = INT64_MAX, .metavar = "N",
+         .help = "(default 43; split i uses seed + i)"},
+        {DONTO_OPT_INT, "threads", 0, threads, .min = 1, .max = 1024, .metavar = "N",
+         .help = "OpenMP/BLAS threads (default: all CPUs)"},
+        {0}};
+    _Static_assert(sizeof o / sizeof o[0] == HP_NOPT, "HP_NOPT");
+    memcpy(t, o, sizeof o);
 }
+
+#define THREADS_OPT(p)                                                                                            \
+    {                                                                                                             \
+        DONTO_OPT_INT, "threads", 0, (p), .min = 1, .max = 1024, .metavar = "N",                                  \
+        .help = "OpenMP/BLAS threads (default: all CPUs)"                                                         \
+    }
+#define SPLIT_OPT(p, dflt)                                                                                        \
+    {                                                                                                             \
+        DONTO_OPT_INT, "split", 0, (p), .min = 0, .max = 1000000, .word = "all", .word_value = -1,                \
+        .metavar = "I|all", .help = "the split to run, or all (default " dflt ")"                                 \
+    }
 
 static void set_threads(int threads) {
     if (threads > 0) {
         omp_set_num_threads(threads);
         openblas_set_num_threads(threads);
     }
-}
-
-static int parse_split(const char *s, int *split) {
-    if (!strcmp(s, "all")) {
-        *split = -1;
-        return 0;
-    }
-    double v;
-    if (parse_num(s, &v, "split")) return -1;
-    *split = (int)v;
-    return 0;
 }
 
 typedef struct {
@@ -250,67 +211,39 @@ static json_t *hp_summary(const donto_sheaf_hp *hp) {
 
 /* ------------------------------------------------------------------ */
 
-static void usage_train(FILE *f) {
-    fprintf(f,
-            "usage: donto-sheaf train --data GRAPH [options]\n"
-            "\n"
-            "Train with the reference protocol: full batch, Adam, evaluation every epoch, model selection\n"
-            "and early stopping on validation; prints per-split test accuracy and mean +- std.\n"
-            "\n"
-            "  --data GRAPH        geom-gcn name (texas, wisconsin, cornell, chameleon), dataset dir, or export file\n"
-            "  --data-dir DIR      where geom-gcn datasets live (default $DONTO_GEOM_GCN_DIR, ../shared/data/geom-gcn)\n"
-            "  --task NAME         task of an export file (default: the first)\n"
-            "  --split I|all       (default 0)\n"
-            "  --checkpoint FILE   save the model (best validation accuracy over the splits run)\n"
-            "  --log               one line per epoch on stderr\n"
-            "  --json              one JSON object on stdout\n"
-            "  --quiet             no per-split lines\n"
-            "%s",
-            HP_HELP);
-}
-
 static int cmd_train(int argc, char **argv) {
     donto_sheaf_hp hp;
     donto_sheaf_hp_default(&hp);
     const char *data = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL;
     int split = 0, json_out = 0, log = 0, quiet = 0, threads = 0;
-    static struct option opts[] = {HP_OPTIONS,
-                                   {"data", 1, 0, O_DATA},
-                                   {"data-dir", 1, 0, O_DATADIR},
-                                   {"task", 1, 0, O_TASK},
-                                   {"split", 1, 0, O_SPLIT},
-                                   {"checkpoint", 1, 0, O_CKPT},
-                                   {"json", 0, 0, O_JSON},
-                                   {"log", 0, 0, O_LOG},
-                                   {"quiet", 0, 0, O_QUIET},
-                                   {"help", 0, 0, 'h'},
-                                   {0, 0, 0, 0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        int r = hp_option(c, optarg, &hp, &threads);
-        if (r < 0) return 2;
-        if (r) continue;
-        switch (c) {
-        case O_DATA: data = optarg; break;
-        case O_DATADIR: data_dir = optarg; break;
-        case O_TASK: task = optarg; break;
-        case O_SPLIT:
-            if (parse_split(optarg, &split)) return 2;
-            break;
-        case O_CKPT: ckpt = optarg; break;
-        case O_JSON: json_out = 1; break;
-        case O_LOG: log = 1; break;
-        case O_QUIET: quiet = 1; break;
-        case 'h': usage_train(stdout); return 0;
-        default: usage_train(stderr); return 2;
-        }
-    }
-    if (!data) {
-        fprintf(stderr, "donto-sheaf train: --data is required\n");
-        usage_train(stderr);
-        return 2;
-    }
+    donto_opt hpt[HP_NOPT];
+    hp_opts(hpt, &hp, &threads);
+    const donto_opt opts[] = {
+        {DONTO_OPT_STRING, "data", 0, &data, .metavar = "GRAPH",
+         .help = "geom-gcn name (texas, wisconsin, cornell, chameleon), dataset dir, or export file"},
+        {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR",
+         .help = "where geom-gcn datasets live (default $DONTO_GEOM_GCN_DIR, ../shared/data/geom-gcn)"},
+        {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME", .help = "task of an export file (default: the first)"},
+        SPLIT_OPT(&split, "0"),
+        {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE",
+         .help = "save the model (best validation accuracy over the splits run)"},
+        {DONTO_OPT_FLAG, "log", 0, &log, .help = "one line per epoch on stderr"},
+        {DONTO_OPT_FLAG, "json", 0, &json_out, .help = "one JSON object on stdout"},
+        {DONTO_OPT_FLAG, "quiet", 0, &quiet, .help = "no per-split lines"},
+        {DONTO_OPT_INCLUDE, .dest = hpt, .help = "model and training options:"},
+        {0}};
+    const donto_opt_cmd cmd = {
+        "donto-sheaf train",
+        "usage: donto-sheaf train --data GRAPH [options]\n"
+        "\n"
+        "Train with the reference protocol: full batch, Adam, evaluation every epoch, model selection\n"
+        "and early stopping on validation; prints per-split test accuracy and mean +- std.\n"
+        "\n",
+        opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
+    if (!data) return donto_opt_usage_error(&cmd, "--data is required");
     set_threads(threads);
     donto_err err = {0};
     donto_graph g;
@@ -352,41 +285,28 @@ static int cmd_train(int argc, char **argv) {
 
 /* ------------------------------------------------------------------ */
 
-static void usage_eval(FILE *f) {
-    fprintf(f,
-            "usage: donto-sheaf eval --checkpoint FILE --data GRAPH [--split I|all] [--json]\n"
-            "\n"
-            "Accuracy and NLL of a checkpoint on the train/val/test masks of a graph's split(s).\n"
-            "  --data-dir DIR, --task NAME, --threads N  as for train\n");
-}
-
 static int cmd_eval(int argc, char **argv) {
     const char *data = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL;
     int split = 0, json_out = 0, threads = 0;
-    static struct option opts[] = {{"data", 1, 0, O_DATA},     {"data-dir", 1, 0, O_DATADIR}, {"task", 1, 0, O_TASK},
-                                   {"split", 1, 0, O_SPLIT},   {"checkpoint", 1, 0, O_CKPT},  {"json", 0, 0, O_JSON},
-                                   {"threads", 1, 0, O_THREADS}, {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case O_DATA: data = optarg; break;
-        case O_DATADIR: data_dir = optarg; break;
-        case O_TASK: task = optarg; break;
-        case O_SPLIT:
-            if (parse_split(optarg, &split)) return 2;
-            break;
-        case O_CKPT: ckpt = optarg; break;
-        case O_JSON: json_out = 1; break;
-        case O_THREADS: threads = atoi(optarg); break;
-        case 'h': usage_eval(stdout); return 0;
-        default: usage_eval(stderr); return 2;
-        }
-    }
-    if (!data || !ckpt) {
-        fprintf(stderr, "donto-sheaf eval: --checkpoint and --data are required\n");
-        return 2;
-    }
+    const donto_opt opts[] = {
+        {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE", .help = "the model (required)"},
+        {DONTO_OPT_STRING, "data", 0, &data, .metavar = "GRAPH", .help = "the graph, as for train (required)"},
+        {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR", .help = "as for train"},
+        {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME", .help = "as for train"},
+        SPLIT_OPT(&split, "0"),
+        {DONTO_OPT_FLAG, "json", 0, &json_out, .help = "a JSON array of per-split metrics"},
+        THREADS_OPT(&threads),
+        {0}};
+    const donto_opt_cmd cmd = {"donto-sheaf eval",
+                               "usage: donto-sheaf eval --checkpoint FILE --data GRAPH [--split I|all] [--json]\n"
+                               "\n"
+                               "Accuracy and NLL of a checkpoint on the train/val/test masks of a graph's split(s).\n"
+                               "\n",
+                               opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
+    if (!data || !ckpt) return donto_opt_usage_error(&cmd, "--checkpoint and --data are required");
     set_threads(threads);
     donto_err err = {0};
     donto_graph g;
@@ -429,46 +349,35 @@ static int cmd_eval(int argc, char **argv) {
 
 /* ------------------------------------------------------------------ */
 
-static void usage_infer(FILE *f) {
-    fprintf(f,
-            "usage: donto-sheaf infer --checkpoint FILE --in GRAPH [--out FILE] [--format jsonl|tsv]\n"
-            "\n"
-            "Predicted class and log-probabilities for every node (the same forward as training's eval).\n"
-            "  jsonl (default): {\"node\": id, \"pred\": k, \"logp\": [...]} per line (%%.9g floats)\n"
-            "  tsv: node<TAB>pred<TAB>logp_0<TAB>...\n"
-            "  --data-dir DIR, --task NAME, --threads N  as for train\n");
-}
+static const char *const INFER_FORMATS[] = {"jsonl", "tsv", NULL};
+enum { INFER_JSONL, INFER_TSV };
 
 static int cmd_infer(int argc, char **argv) {
-    const char *in = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL, *out = NULL, *format = "jsonl";
-    int threads = 0;
-    static struct option opts[] = {{"in", 1, 0, O_IN},       {"data", 1, 0, O_IN},       {"data-dir", 1, 0, O_DATADIR},
-                                   {"task", 1, 0, O_TASK},   {"checkpoint", 1, 0, O_CKPT}, {"out", 1, 0, O_OUT},
-                                   {"format", 1, 0, 'f'},    {"threads", 1, 0, O_THREADS}, {"help", 0, 0, 'h'},
-                                   {0, 0, 0, 0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case O_IN: in = optarg; break;
-        case O_DATADIR: data_dir = optarg; break;
-        case O_TASK: task = optarg; break;
-        case O_CKPT: ckpt = optarg; break;
-        case O_OUT: out = optarg; break;
-        case 'f': format = optarg; break;
-        case O_THREADS: threads = atoi(optarg); break;
-        case 'h': usage_infer(stdout); return 0;
-        default: usage_infer(stderr); return 2;
-        }
-    }
-    if (!in || !ckpt) {
-        fprintf(stderr, "donto-sheaf infer: --checkpoint and --in are required\n");
-        return 2;
-    }
-    if (strcmp(format, "jsonl") && strcmp(format, "tsv")) {
-        fprintf(stderr, "donto-sheaf infer: --format jsonl|tsv\n");
-        return 2;
-    }
+    const char *in = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL, *out = NULL;
+    int threads = 0, format = INFER_JSONL;
+    const donto_opt opts[] = {
+        {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE", .help = "the model (required)"},
+        {DONTO_OPT_STRING, "in", 0, &in, .metavar = "GRAPH", .help = "the graph, as --data of train (required)"},
+        {DONTO_OPT_STRING, "data", 0, &in, .metavar = "GRAPH", .help = "the same as --in"},
+        {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR", .help = "as for train"},
+        {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME", .help = "as for train"},
+        {DONTO_OPT_STRING, "out", 0, &out, .metavar = "FILE", .help = "output (default: stdout)"},
+        {DONTO_OPT_CHOICE, "format", 0, &format, .choices = INFER_FORMATS,
+         .help = "jsonl (default): {\"node\": id, \"pred\": k, \"logp\": [...]} per line (%.9g floats)\n"
+                 "tsv: node<TAB>pred<TAB>logp_0<TAB>..."},
+        THREADS_OPT(&threads),
+        {0}};
+    const donto_opt_cmd cmd = {
+        "donto-sheaf infer",
+        "usage: donto-sheaf infer --checkpoint FILE --in GRAPH [--out FILE] [--format jsonl|tsv]\n"
+        "\n"
+        "Predicted class and log-probabilities for every node (the same forward as training's eval).\n"
+        "\n",
+        opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
+    if (!in || !ckpt) return donto_opt_usage_error(&cmd, "--checkpoint and --in are required");
     set_threads(threads);
     donto_err err = {0};
     donto_graph g;
@@ -498,7 +407,7 @@ static int cmd_infer(int argc, char **argv) {
         int best = 0;
         for (int k = 1; k < K; k++)
             if (lp[k] > lp[best]) best = k;
-        if (!strcmp(format, "jsonl")) {
+        if (format == INFER_JSONL) {
             if (g.ids) {
                 json_t *js = json_string(g.ids[v]);
                 char *s = json_dumps(js, JSON_ENCODE_ANY);
@@ -527,38 +436,24 @@ static int cmd_infer(int argc, char **argv) {
 /* sweep: grid file = JSON object {"datasets": [...], "<option>": [values...], "random": N?, "seed": S?}
  * option names are the train options without dashes (family, d, layers, hidden, lr, weight-decay, ...). */
 
-static void usage_sweep(FILE *f) {
-    fprintf(f,
-            "usage: donto-sheaf sweep --grid FILE [--out results.csv] [--json] [--split I|all] [options]\n"
-            "\n"
-            "Grid or random search. FILE is JSON: {\"datasets\": [\"texas\", ...], \"family\": [\"diag\", \"orth\"],\n"
-            "\"d\": [2, 3], \"lr\": [0.01, 0.02], \"add-lp\": [false, true], ..., \"random\": N (optional: N random\n"
-            "configurations instead of the full grid)}. Keys are the train options without the dashes; options\n"
-            "given on the command line are the defaults for keys the grid does not set. Each configuration runs on\n"
-            "all splits (or --split I). Writes one CSV row per (dataset, configuration) to --out (default stdout),\n"
-            "and prints the best configuration per dataset (by mean validation accuracy) on stderr.\n"
-            "  --json   write JSON (an array of result objects, then {\"best\": ...}) instead of CSV\n"
-            "  --data-dir DIR as for train\n"
-            "%s",
-            HP_HELP);
-}
-
-static int apply_grid_value(donto_sheaf_hp *hp, const char *key, json_t *v) {
-    static struct option opts[] = {HP_OPTIONS, {0, 0, 0, 0}};
-    for (int i = 0; opts[i].name; i++) {
-        if (strcmp(opts[i].name, key)) continue;
-        int threads = 0;
-        if (!opts[i].has_arg) {
-            if (json_is_true(v)) return hp_option(opts[i].val, NULL, hp, &threads) < 0 ? -1 : 0;
-            return json_is_false(v) ? 0 : -1;
-        }
-        char buf[64];
-        if (json_is_string(v)) snprintf(buf, sizeof buf, "%s", json_string_value(v));
-        else if (json_is_number(v)) snprintf(buf, sizeof buf, "%.17g", json_number_value(v));
-        else return -1;
-        return hp_option(opts[i].val, buf, hp, &threads) < 0 ? -1 : 0;
+/* Set hyperparameter `key` of hp from a grid value: true sets a flag (false
+ * leaves it), numbers and strings go through the option's checks. */
+static int apply_grid_value(donto_sheaf_hp *hp, const char *key, json_t *v, donto_err *err) {
+    int threads = 0;
+    donto_opt t[HP_NOPT];
+    hp_opts(t, hp, &threads);
+    const donto_opt *o = donto_opt_find(t, key);
+    if (!o) return donto_seterr(err, "unknown option");
+    if (o->type == DONTO_OPT_FLAG || o->type == DONTO_OPT_FLAG_OFF) {
+        if (json_is_boolean(v)) return json_is_true(v) ? donto_opt_set(t, key, NULL, err) : 0;
+        return donto_seterr(err, "--%s takes true or false", key);
     }
-    return -1;
+    char buf[64];
+    if (json_is_string(v)) return donto_opt_set(t, key, json_string_value(v), err);
+    if (json_is_integer(v)) snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    else if (json_is_real(v)) snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
+    else return donto_seterr(err, "--%s takes a number or a string", key);
+    return donto_opt_set(t, key, buf, err);
 }
 
 static int cmd_sweep(int argc, char **argv) {
@@ -566,36 +461,33 @@ static int cmd_sweep(int argc, char **argv) {
     donto_sheaf_hp_default(&base);
     const char *grid = NULL, *data_dir = NULL, *out = NULL;
     int split = -1, json_out = 0, threads = 0;
-    static struct option opts[] = {HP_OPTIONS,
-                                   {"grid", 1, 0, O_GRID},
-                                   {"data-dir", 1, 0, O_DATADIR},
-                                   {"out", 1, 0, O_OUT},
-                                   {"split", 1, 0, O_SPLIT},
-                                   {"json", 0, 0, O_JSON},
-                                   {"help", 0, 0, 'h'},
-                                   {0, 0, 0, 0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        int r = hp_option(c, optarg, &base, &threads);
-        if (r < 0) return 2;
-        if (r) continue;
-        switch (c) {
-        case O_GRID: grid = optarg; break;
-        case O_DATADIR: data_dir = optarg; break;
-        case O_OUT: out = optarg; break;
-        case O_SPLIT:
-            if (parse_split(optarg, &split)) return 2;
-            break;
-        case O_JSON: json_out = 1; break;
-        case 'h': usage_sweep(stdout); return 0;
-        default: usage_sweep(stderr); return 2;
-        }
-    }
-    if (!grid) {
-        fprintf(stderr, "donto-sheaf sweep: --grid is required\n");
-        return 2;
-    }
+    donto_opt hpt[HP_NOPT];
+    hp_opts(hpt, &base, &threads);
+    const donto_opt opts[] = {
+        {DONTO_OPT_STRING, "grid", 0, &grid, .metavar = "FILE", .help = "the grid (required)"},
+        {DONTO_OPT_STRING, "out", 0, &out, .metavar = "FILE", .help = "results (default: stdout)"},
+        {DONTO_OPT_FLAG, "json", 0, &json_out,
+         .help = "write JSON (an array of result objects, then {\"best\": ...}) instead of CSV"},
+        SPLIT_OPT(&split, "all"),
+        {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR", .help = "as for train"},
+        {DONTO_OPT_INCLUDE, .dest = hpt, .help = "model and training options (the defaults for keys the grid does not set):"},
+        {0}};
+    const donto_opt_cmd cmd = {
+        "donto-sheaf sweep",
+        "usage: donto-sheaf sweep --grid FILE [--out results.csv] [--json] [--split I|all] [options]\n"
+        "\n"
+        "Grid or random search. FILE is JSON: {\"datasets\": [\"texas\", ...], \"family\": [\"diag\", \"orth\"],\n"
+        "\"d\": [2, 3], \"lr\": [0.01, 0.02], \"add-lp\": [false, true], ..., \"random\": N (optional: N random\n"
+        "configurations instead of the full grid)}. Keys are the train options without the dashes; options\n"
+        "given on the command line are the defaults for keys the grid does not set. Each configuration runs on\n"
+        "all splits (or --split I). Writes one CSV row per (dataset, configuration) to --out (default stdout),\n"
+        "and prints the best configuration per dataset (by mean validation accuracy) on stderr.\n"
+        "\n",
+        opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
+    if (!grid) return donto_opt_usage_error(&cmd, "--grid is required");
     set_threads(threads);
     json_error_t je;
     json_t *gj = json_load_file(grid, 0, &je);
@@ -621,11 +513,14 @@ static int cmd_sweep(int argc, char **argv) {
         if (!strcmp(key, "datasets") || !strcmp(key, "random") || !strcmp(key, "seed")) continue;
         if (!json_is_array(val)) val = json_pack("[O]", val), json_object_set_new(gj, key, val);
         if (nax == 64 || !json_array_size(val)) continue;
-        donto_sheaf_hp probe = base;
-        if (apply_grid_value(&probe, key, json_array_get(val, 0))) {
-            fprintf(stderr, "donto-sheaf sweep: %s: unknown option or bad value for \"%s\"\n", grid, key);
-            json_decref(gj);
-            return 1;
+        for (size_t vi = 0; vi < json_array_size(val); vi++) { /* every value, before any run */
+            donto_sheaf_hp probe = base;
+            donto_err perr = {0};
+            if (apply_grid_value(&probe, key, json_array_get(val, vi), &perr)) {
+                fprintf(stderr, "donto-sheaf sweep: %s: \"%s\": %s\n", grid, key, perr.msg);
+                json_decref(gj);
+                return 1;
+            }
         }
         keys[nax] = key, vals[nax] = val, nax++;
         total *= (long)json_array_size(val);
@@ -665,7 +560,7 @@ static int cmd_sweep(int argc, char **argv) {
                 if (nrandom > 0) pick = (size_t)(((uint64_t)(ci + 1) * 0x9E3779B97F4A7C15ULL ^ (rseed + a) * 0xBF58476D1CE4E5B9ULL) % na);
                 else pick = (size_t)(idx % (long)na), idx /= (long)na;
                 json_t *v = json_array_get(vals[a], pick);
-                apply_grid_value(&hp, keys[a], v);
+                apply_grid_value(&hp, keys[a], v, NULL); /* checked above */
                 json_object_set(conf, keys[a], v);
             }
             double tm, ts, vm;

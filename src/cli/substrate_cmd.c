@@ -6,7 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 
 #include "coord/protocol.h"
 #include "donto/cli.h"
+#include "donto/opt.h"
 #include "donto/store.h"
 #include "donto/substrate.h"
 #include "donto/tokenizer.h"
@@ -51,19 +52,10 @@ static int open_db(const char *cmd, const char *url, donto_store **s) {
     return 0;
 }
 
-static int parse_size(const char *cmd, const char *opt, const char *v, long long lo, long long hi,
-                      long long *out) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "donto-embed %s: %s needs a whole number in %lld..%lld (got '%s')\n", cmd,
-                opt, lo, hi, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
+static const char DB_HELP[] = "SQLite file path, or postgres://... (default ./donto.db)";
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static void print_stats(const char *what, const donto_load_stats *st, double secs) {
     printf("%s: %zu lines, %zu new statements, %zu predicates, %zu entities, %zu memory chunks, "
@@ -74,61 +66,38 @@ static void print_stats(const char *what, const donto_load_stats *st, double sec
 
 /* ---- load ------------------------------------------------------------------- */
 
-static void load_usage(FILE *f) {
-    fprintf(f,
-            "usage: donto-embed load --db URL [--format nquads|jsonl] FILE...\n"
-            "\n"
-            "Load statements, predicates, entities, memory chunks and arguments into the\n"
-            "substrate (docs/substrate.md). Each file is one transaction: a bad line stops\n"
-            "the load with FILE:LINE and nothing of that file is kept. Loading a file again\n"
-            "adds nothing. JSONL lines {\"retract\": ID} retract statements.\n"
-            "\n"
-            "  --db URL         SQLite file path, or postgres://... (default ./donto.db)\n"
-            "  --format F       nquads or jsonl (default: by extension: .nq/.nquads -> nquads,\n"
-            "                   otherwise jsonl); required for '-' (stdin)\n"
-            "  -h, --help       this help\n");
-}
+static const char *const LOAD_FORMATS[] = {"nquads", "nq", "jsonl", NULL};
+static const int LOAD_FORMAT_VALUES[] = {DONTO_FORMAT_NQUADS, DONTO_FORMAT_NQUADS, DONTO_FORMAT_JSONL};
 
 int donto_load_cmd(int argc, char **argv) {
-    static const struct option lo[] = {{"db", required_argument, 0, 'd'},
-                                       {"format", required_argument, 0, 'f'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
     const char *db = DONTO_STORE_DEFAULT_URL;
-    int fmt = -1, ch;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (ch) {
-        case 'd': db = optarg; break;
-        case 'f':
-            if (!strcmp(optarg, "nquads") || !strcmp(optarg, "nq"))
-                fmt = DONTO_FORMAT_NQUADS;
-            else if (!strcmp(optarg, "jsonl"))
-                fmt = DONTO_FORMAT_JSONL;
-            else {
-                fprintf(stderr, "donto-embed load: --format is nquads or jsonl (got '%s')\n", optarg);
-                return 2;
-            }
-            break;
-        case 'h': load_usage(stdout); return 0;
-        default: load_usage(stderr); return 2;
-        }
-    }
-    if (optind >= argc) {
-        fprintf(stderr, "donto-embed load: no input file\n");
-        load_usage(stderr);
-        return 2;
-    }
-    for (int i = optind; i < argc; i++) {
-        if (!strcmp(argv[i], "-") && fmt < 0) {
-            fprintf(stderr, "donto-embed load: reading stdin needs --format\n");
-            return 2;
-        }
+    int fmt = -1;
+    const donto_opt opts[] = {{DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP},
+                              {DONTO_OPT_CHOICE, "format", 0, &fmt, .choices = LOAD_FORMATS,
+                               .values = LOAD_FORMAT_VALUES, .metavar = "F",
+                               .help = "nquads or jsonl (default: by extension: .nq/.nquads -> nquads,\n"
+                                       "otherwise jsonl); required for '-' (stdin)"},
+                              {0}};
+    const donto_opt_cmd cmd = {
+        "donto-embed load",
+        "usage: donto-embed load --db URL [--format nquads|jsonl] FILE...\n"
+        "\n"
+        "Load statements, predicates, entities, memory chunks and arguments into the\n"
+        "substrate (docs/substrate.md). Each file is one transaction: a bad line stops\n"
+        "the load with FILE:LINE and nothing of that file is kept. Loading a file again\n"
+        "adds nothing. JSONL lines {\"retract\": ID} retract statements.\n"
+        "\n",
+        opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (!npos) return donto_opt_usage_error(&cmd, "no input file");
+    for (int i = 1; i <= npos; i++) {
+        if (!strcmp(argv[i], "-") && fmt < 0) return donto_opt_usage_error(&cmd, "reading stdin needs --format");
     }
     donto_store *s = NULL;
     if (open_db("load", db, &s)) return 1;
     int rc = 0;
-    for (int i = optind; i < argc && rc == 0; i++) {
+    for (int i = 1; i <= npos && rc == 0; i++) {
         int f = fmt;
         if (f < 0) {
             const char *dot = strrchr(argv[i], '.');
@@ -153,47 +122,29 @@ int donto_load_cmd(int argc, char **argv) {
 
 /* ---- wordnet ---------------------------------------------------------------- */
 
-static void wordnet_usage(FILE *f) {
-    fprintf(f,
-            "usage: donto-embed wordnet --db URL [--dir DIR] [--limit N]\n"
-            "\n"
-            "Import WordNet 3.0 (Debian wordnet-base) into the substrate: synsets ->\n"
-            "entities (wn:OFFSET-POS), relations -> statements (wn:hypernym, ...), glosses ->\n"
-            "memory chunks, antonym pairs -> rebuts arguments. One transaction; importing\n"
-            "again adds nothing.\n"
-            "\n"
-            "  --db URL     SQLite file path, or postgres://... (default ./donto.db)\n"
-            "  --dir DIR    the WordNet database files (default " DONTO_WORDNET_DIR ")\n"
-            "  --limit N    only the first N synsets (noun, verb, adj, adv order) and the\n"
-            "               relations among them (default: all)\n"
-            "  -h, --help   this help\n");
-}
-
 int donto_wordnet_cmd(int argc, char **argv) {
-    static const struct option lo[] = {{"db", required_argument, 0, 'd'},
-                                       {"dir", required_argument, 0, 'D'},
-                                       {"limit", required_argument, 0, 'l'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
     const char *db = DONTO_STORE_DEFAULT_URL, *dir = DONTO_WORDNET_DIR;
-    long long limit = 0;
-    int ch;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (ch) {
-        case 'd': db = optarg; break;
-        case 'D': dir = optarg; break;
-        case 'l':
-            if (parse_size("wordnet", "--limit", optarg, 1, 100000000, &limit)) return 2;
-            break;
-        case 'h': wordnet_usage(stdout); return 0;
-        default: wordnet_usage(stderr); return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "donto-embed wordnet: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    int64_t limit = 0;
+    const donto_opt opts[] = {
+        {DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP},
+        {DONTO_OPT_STRING, "dir", 0, &dir, .metavar = "DIR",
+         .help = "the WordNet database files (default " DONTO_WORDNET_DIR ")"},
+        {DONTO_OPT_INT64, "limit", 0, &limit, .min = 1, .max = 100000000, .metavar = "N",
+         .help = "only the first N synsets (noun, verb, adj, adv order) and the\n"
+                 "relations among them (default: all)"},
+        {0}};
+    const donto_opt_cmd cmd = {"donto-embed wordnet",
+                               "usage: donto-embed wordnet --db URL [--dir DIR] [--limit N]\n"
+                               "\n"
+                               "Import WordNet 3.0 (Debian wordnet-base) into the substrate: synsets ->\n"
+                               "entities (wn:OFFSET-POS), relations -> statements (wn:hypernym, ...), glosses ->\n"
+                               "memory chunks, antonym pairs -> rebuts arguments. One transaction; importing\n"
+                               "again adds nothing.\n"
+                               "\n",
+                               opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
     donto_store *s = NULL;
     if (open_db("wordnet", db, &s)) return 1;
     prog p = {"wordnet", isatty(2), donto_now()};
@@ -216,68 +167,40 @@ int donto_wordnet_cmd(int argc, char **argv) {
 
 /* ---- enqueue ---------------------------------------------------------------- */
 
-static void enqueue_usage(FILE *f) {
-    fprintf(f,
-            "usage: donto-embed enqueue --db URL [--target T] [--model NAME] [options]\n"
-            "\n"
-            "Queue every live substrate item that has no vector (and no queue entry) for\n"
-            "the model, with the text the builders render for it (docs/substrate.md).\n"
-            "Idempotent: a second run adds nothing; an interrupted run keeps what it queued.\n"
-            "\n"
-            "  --db URL          SQLite file path, or postgres://... (default ./donto.db)\n"
-            "  --target T        claim, predicate, entity or memory_chunk (default: all)\n"
-            "  --model NAME      the model the vectors are for (default: DIR/model_name.txt\n"
-            "                    with --model-dir, else " DONTO_PROTO_DEFAULT_MODEL ")\n"
-            "  --model-dir DIR   cut memory chunks with the model's WordPiece vocabulary\n"
-            "                    (DIR/vocab.txt); without it a whitespace approximation\n"
-            "  --max-tokens N    memory chunk cap in tokens, [CLS]/[SEP] included (default 300)\n"
-            "  --batch N         items per batch, each committed on its own (default %d)\n"
-            "  -h, --help        this help\n",
-            DONTO_ENQUEUE_BATCH);
-}
+static const char *const TARGETS[] = {"claim", "predicate", "entity", "memory_chunk", NULL};
+static const int TARGET_VALUES[] = {DONTO_TARGET_CLAIM, DONTO_TARGET_PREDICATE, DONTO_TARGET_ENTITY,
+                                    DONTO_TARGET_MEMORY_CHUNK};
 
 int donto_enqueue_cmd(int argc, char **argv) {
-    static const struct option lo[] = {{"db", required_argument, 0, 'd'},
-                                       {"target", required_argument, 0, 't'},
-                                       {"model", required_argument, 0, 'm'},
-                                       {"model-dir", required_argument, 0, 'M'},
-                                       {"max-tokens", required_argument, 0, 'x'},
-                                       {"batch", required_argument, 0, 'b'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
     const char *db = DONTO_STORE_DEFAULT_URL, *model = NULL, *model_dir = NULL;
-    int target = -1, ch;
-    long long cap = DONTO_CHUNK_TOKEN_CAP, batch = DONTO_ENQUEUE_BATCH;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (ch) {
-        case 'd': db = optarg; break;
-        case 't':
-            target = donto_target_parse(optarg);
-            if (target < 0) {
-                fprintf(stderr,
-                        "donto-embed enqueue: --target is claim, predicate, entity or "
-                        "memory_chunk (got '%s')\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'm': model = optarg; break;
-        case 'M': model_dir = optarg; break;
-        case 'x':
-            if (parse_size("enqueue", "--max-tokens", optarg, 3, 100000, &cap)) return 2;
-            break;
-        case 'b':
-            if (parse_size("enqueue", "--batch", optarg, 1, 10000000, &batch)) return 2;
-            break;
-        case 'h': enqueue_usage(stdout); return 0;
-        default: enqueue_usage(stderr); return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "donto-embed enqueue: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    int target = -1;
+    int64_t cap = DONTO_CHUNK_TOKEN_CAP, batch = DONTO_ENQUEUE_BATCH;
+    const donto_opt opts[] = {
+        {DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP},
+        {DONTO_OPT_CHOICE, "target", 0, &target, .choices = TARGETS, .values = TARGET_VALUES, .metavar = "T",
+         .help = "claim, predicate, entity or memory_chunk (default: all)"},
+        {DONTO_OPT_STRING, "model", 0, &model, .metavar = "NAME",
+         .help = "the model the vectors are for (default: DIR/model_name.txt\n"
+                 "with --model-dir, else " DONTO_PROTO_DEFAULT_MODEL ")"},
+        {DONTO_OPT_STRING, "model-dir", 0, &model_dir, .metavar = "DIR",
+         .help = "cut memory chunks with the model's WordPiece vocabulary\n"
+                 "(DIR/vocab.txt); without it a whitespace approximation"},
+        {DONTO_OPT_INT64, "max-tokens", 0, &cap, .min = 3, .max = 100000, .metavar = "N",
+         .help = "memory chunk cap in tokens, [CLS]/[SEP] included (default " STR(DONTO_CHUNK_TOKEN_CAP) ")"},
+        {DONTO_OPT_INT64, "batch", 0, &batch, .min = 1, .max = 10000000, .metavar = "N",
+         .help = "items per batch, each committed on its own (default " STR(DONTO_ENQUEUE_BATCH) ")"},
+        {0}};
+    const donto_opt_cmd cmd = {"donto-embed enqueue",
+                               "usage: donto-embed enqueue --db URL [--target T] [--model NAME] [options]\n"
+                               "\n"
+                               "Queue every live substrate item that has no vector (and no queue entry) for\n"
+                               "the model, with the text the builders render for it (docs/substrate.md).\n"
+                               "Idempotent: a second run adds nothing; an interrupted run keeps what it queued.\n"
+                               "\n",
+                               opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
+    if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
     donto_err err = {0};
     donto_tokenizer *tok = NULL;
     char namebuf[256] = "";
@@ -323,38 +246,25 @@ int donto_enqueue_cmd(int argc, char **argv) {
 
 /* ---- retract ---------------------------------------------------------------- */
 
-static void retract_usage(FILE *f) {
-    fprintf(f,
-            "usage: donto-embed retract --db URL STATEMENT_ID... | --file FILE\n"
-            "\n"
-            "Retract statements: close their tx_time (they stay in the database, no longer\n"
-            "live) and drop their pending queue entries. An id is the statement's uuid, or\n"
-            "the \"id\" a JSONL record was loaded with (c000001). Retracting again is a no-op.\n"
-            "\n"
-            "  --db URL      SQLite file path, or postgres://... (default ./donto.db)\n"
-            "  --file FILE   read ids from FILE, one a line ('-' = stdin)\n"
-            "  -h, --help    this help\n");
-}
-
 int donto_retract_cmd(int argc, char **argv) {
-    static const struct option lo[] = {{"db", required_argument, 0, 'd'},
-                                       {"file", required_argument, 0, 'f'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
     const char *db = DONTO_STORE_DEFAULT_URL, *file = NULL;
-    int ch;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (ch) {
-        case 'd': db = optarg; break;
-        case 'f': file = optarg; break;
-        case 'h': retract_usage(stdout); return 0;
-        default: retract_usage(stderr); return 2;
-        }
-    }
+    const donto_opt opts[] = {{DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP},
+                              {DONTO_OPT_STRING, "file", 0, &file, .metavar = "FILE",
+                               .help = "read ids from FILE, one a line ('-' = stdin)"},
+                              {0}};
+    const donto_opt_cmd cmd = {"donto-embed retract",
+                               "usage: donto-embed retract --db URL STATEMENT_ID... | --file FILE\n"
+                               "\n"
+                               "Retract statements: close their tx_time (they stay in the database, no longer\n"
+                               "live) and drop their pending queue entries. An id is the statement's uuid, or\n"
+                               "the \"id\" a JSONL record was loaded with (c000001). Retracting again is a no-op.\n"
+                               "\n",
+                               opts, NULL};
+    int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
+    if (orc >= 0) return orc;
     size_t n = 0, cap = 0;
     char **ids = NULL;
-    for (int i = optind; i < argc; i++) {
+    for (int i = 1; i <= npos; i++) {
         if (n == cap) ids = donto_xrealloc(ids, (cap = cap ? 2 * cap : 16) * sizeof *ids);
         ids[n++] = donto_xstrdup(argv[i]);
     }
@@ -379,9 +289,7 @@ int donto_retract_cmd(int argc, char **argv) {
     }
     int rc = 0;
     if (n == 0) {
-        fprintf(stderr, "donto-embed retract: no statement ids\n");
-        retract_usage(stderr);
-        rc = 2;
+        rc = donto_opt_usage_error(&cmd, "no statement ids");
     } else {
         donto_store *s = NULL;
         if (open_db("retract", db, &s)) {
