@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "coord/protocol.h"
+#include "donto/models.h"
 
 /* A unit vector of n floats (deterministic). */
 static void unit(float *v, size_t n, unsigned seed) {
@@ -39,9 +40,9 @@ static int parse_submit_s(const char *body, donto_items_req *r, donto_err *e) {
 }
 
 static void test_tables(void) {
-    CHECK_EQ_INT(donto_proto_model_dims("BAAI/bge-small-en-v1.5"), 384);
-    CHECK_EQ_INT(donto_proto_model_dims("nope"), 0);
-    CHECK_EQ_INT(donto_proto_model_dims(NULL), 0);
+    CHECK_EQ_INT(donto_model_dims("BAAI/bge-small-en-v1.5"), 384);
+    CHECK_EQ_INT(donto_model_dims("nope"), 0);
+    CHECK_EQ_INT(donto_model_dims(NULL), 0);
     CHECK_EQ_INT(donto_proto_target_parse("claim"), DONTO_TARGET_CLAIM);
     CHECK_EQ_INT(donto_proto_target_parse("memory_chunk"), DONTO_TARGET_MEMORY_CHUNK);
     CHECK_EQ_INT(donto_proto_target_parse("Claim"), -1);

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coord/protocol.h"
 #include "donto/cli.h"
+#include "donto/models.h"
 #include "donto/store.h"
 #include "donto/substrate.h"
 #include "donto/tokenizer.h"
@@ -227,7 +227,7 @@ static void enqueue_usage(FILE *f) {
             "  --db URL          SQLite file path, or postgres://... (default ./donto.db)\n"
             "  --target T        claim, predicate, entity or memory_chunk (default: all)\n"
             "  --model NAME      the model the vectors are for (default: DIR/model_name.txt\n"
-            "                    with --model-dir, else " DONTO_PROTO_DEFAULT_MODEL ")\n"
+            "                    with --model-dir, else " DONTO_DEFAULT_MODEL ")\n"
             "  --model-dir DIR   cut memory chunks with the model's WordPiece vocabulary\n"
             "                    (DIR/vocab.txt); without it a whitespace approximation\n"
             "  --max-tokens N    memory chunk cap in tokens, [CLS]/[SEP] included (default 300)\n"
@@ -298,7 +298,7 @@ int donto_enqueue_cmd(int argc, char **argv) {
             if (*namebuf) model = namebuf;
         }
     }
-    if (!model) model = DONTO_PROTO_DEFAULT_MODEL;
+    if (!model) model = DONTO_DEFAULT_MODEL;
     donto_store *s = NULL;
     if (open_db("enqueue", db, &s)) {
         donto_tokenizer_close(tok);

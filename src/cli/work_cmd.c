@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coord/protocol.h"
 #include "donto/cli.h"
 #include "donto/encoder.h"
+#include "donto/models.h"
 #include "donto/store.h"
 #include "donto/worker.h"
 
@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "  --target T           claim|predicate|entity|memory_chunk [EMBED_TARGET] (default any)\n"
             "  --model DIR          the local model directory (required)\n"
             "  --model-name NAME    the model name leased items must carry\n"
-            "                       (default: DIR/model_name.txt if present, else " DONTO_PROTO_DEFAULT_MODEL ")\n"
+            "                       (default: DIR/model_name.txt if present, else " DONTO_DEFAULT_MODEL ")\n"
             "  --threads N          encoder threads (default all CPUs)\n"
             "  --precision P        fp32 (default on the CPU) | int16 | bf16 (default on cuda)\n"
             "  --device D           cpu (default) | cuda [EMBED_CUDA=1 means cuda]\n"
@@ -220,7 +220,7 @@ int donto_work_cmd(int argc, char **argv) {
     }
     c.target = -1;
     if (target && *target && strcmp(target, "any")) {
-        c.target = donto_proto_target_parse(target);
+        c.target = donto_target_parse(target);
         if (c.target < 0) {
             fprintf(stderr, "donto-embed work: unknown target '%s' (claim|predicate|entity|memory_chunk)\n", target);
             goto out;
@@ -235,7 +235,7 @@ int donto_work_cmd(int argc, char **argv) {
         char path[4096];
         snprintf(path, sizeof path, "%s/model_name.txt", model_dir);
         name_buf = read_line(path);
-        model_name = name_buf ? name_buf : DONTO_PROTO_DEFAULT_MODEL;
+        model_name = name_buf ? name_buf : DONTO_DEFAULT_MODEL;
     }
     c.model_name = model_name;
     if (!c.worker_id || !*c.worker_id) {
@@ -262,7 +262,7 @@ int donto_work_cmd(int argc, char **argv) {
         fprintf(stderr, "donto-embed work: %s\n", err.msg);
         goto out_url;
     }
-    int want = donto_proto_model_dims(model_name);
+    int want = donto_model_dims(model_name);
     if (want && want != donto_encoder_dim(enc)) {
         fprintf(stderr, "donto-embed work: %s has dimension %d but the model in %s has %d\n", model_name, want,
                 model_dir, donto_encoder_dim(enc));

@@ -14,24 +14,9 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "donto/models.h"
+
 /* ---- tables -------------------------------------------------------------- */
-
-static const struct {
-    const char *name;
-    int dims;
-} k_models[] = {
-    {"BAAI/bge-small-en-v1.5", 384},
-    {"BAAI/bge-base-en-v1.5", 768},
-    {"BAAI/bge-large-en-v1.5", 1024},
-    {"sentence-transformers/all-MiniLM-L6-v2", 384},
-};
-
-int donto_proto_model_dims(const char *model) {
-    if (!model) return 0;
-    for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++)
-        if (!strcmp(model, k_models[i].name)) return k_models[i].dims;
-    return 0;
-}
 
 static const char *const k_targets[DONTO_TARGET_N] = {"claim", "predicate", "entity", "memory_chunk"};
 
@@ -394,7 +379,7 @@ static int parse_item(json_t *o, size_t i, int submit, const b64_lift *lift, don
     }
     if (!submit) return 0;
 
-    const char *model = DONTO_PROTO_DEFAULT_MODEL;
+    const char *model = DONTO_DEFAULT_MODEL;
     json_t *m = json_object_get(o, "model");
     if (m && !json_is_null(m)) {
         if (!json_is_string(m)) return donto_seterr(err, "items[%zu].model must be a string", i);
@@ -404,7 +389,7 @@ static int parse_item(json_t *o, size_t i, int submit, const b64_lift *lift, don
         it->model = strdup(model);
         if (!it->model) return donto_seterr(err, "out of memory");
     }
-    it->dims = donto_proto_model_dims(model);
+    it->dims = donto_model_dims(model);
     if (!it->dims) it->reason = "unknown_model"; /* still check the shape below */
 
     json_t *va = json_object_get(o, "vector"), *vb = json_object_get(o, "vector_b64");

@@ -30,8 +30,6 @@
 extern "C" {
 #endif
 
-/* Model assumed for a submit item that names none (every legacy worker). */
-#define DONTO_PROTO_DEFAULT_MODEL "BAAI/bge-small-en-v1.5"
 /* Lease sizes above this are capped, not refused (legacy workers ask big). */
 #define DONTO_PROTO_LEASE_MAX 1024
 /* Items per submit/release request: more than a lease can hand out, with room. */
@@ -45,9 +43,6 @@ extern "C" {
 #define DONTO_PROTO_REPORT_CHARS 1500
 /* Accepted distance of a vector's L2 norm from 1. */
 #define DONTO_PROTO_NORM_TOL 1e-3
-
-/* Dimensions of a known model, or 0 when the model is not in the table. */
-int donto_proto_model_dims(const char *model);
 
 /* Target names on the wire ("claim", ...) <-> donto_target; -1 if unknown.
  * Kept here (not only in the store) because they are protocol words. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "coord/protocol.h"
+#include "donto/models.h"
 #include "donto/store.h"
 
 static atomic_int g_stop; /* lock-free: set from a signal handler */
@@ -23,7 +24,7 @@ void donto_worker_stop(void) { atomic_store(&g_stop, 1); }
 
 void donto_worker_default_config(donto_worker_config *c) {
     memset(c, 0, sizeof *c);
-    c->model_name = DONTO_PROTO_DEFAULT_MODEL;
+    c->model_name = DONTO_DEFAULT_MODEL;
     c->n = 256;
     c->target = -1;
     c->idle_sleep_s = 5;
@@ -284,8 +285,8 @@ static wbatch *parse_lease(const char *body, char *msg, size_t cap) {
                *md = json_object_get(o, "model");
         it->item_id = dup_str(json_object_get(o, "item_id"));
         it->text = json_is_string(json_object_get(o, "text")) ? strdup(json_string_value(json_object_get(o, "text"))) : NULL;
-        it->target = json_is_string(tg) ? donto_proto_target_parse(json_string_value(tg)) : -1;
-        it->model = strdup(json_is_string(md) ? json_string_value(md) : DONTO_PROTO_DEFAULT_MODEL);
+        it->target = json_is_string(tg) ? donto_target_parse(json_string_value(tg)) : -1;
+        it->model = strdup(json_is_string(md) ? json_string_value(md) : DONTO_DEFAULT_MODEL);
         it->lease_id = json_is_integer(lid) ? json_integer_value(lid) : 0;
         b->n = i + 1;
         if (!it->item_id || !it->text || it->target < 0 || !it->model || (lid && !json_is_integer(lid)) ||
