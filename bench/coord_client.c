@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coord/protocol.h"
+#include "donto/wire.h"
 
 enum { M_LEASE, M_JSON, M_B64 };
 

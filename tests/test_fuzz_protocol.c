@@ -1,5 +1,5 @@
 /* A short, deterministic run of the libFuzzer harness tests/fuzz/fuzz_protocol.c
- * (request parsers of src/coord/protocol.c) inside the regular test suite:
+ * (request parsers of src/wire/wire.c) inside the regular test suite:
  * every file of tests/fuzz/corpus, then seeded mutations of them (byte flips,
  * inserts, deletes, JSON-ish tokens, splices, truncations). Plain C, so it
  * runs under gcc in the release and the ASan/UBSan builds; a broken

@@ -22,7 +22,7 @@
 #include "donto/encoder.h"
 #include "donto/recall.h"
 #include "donto/store.h"
-#include "coord/protocol.h"
+#include "donto/wire.h"
 
 #ifndef DONTO_VERSION
 #define DONTO_VERSION "unknown"

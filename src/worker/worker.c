@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coord/protocol.h"
 #include "donto/models.h"
 #include "donto/store.h"
+#include "donto/wire.h"
 
 static atomic_int g_stop; /* lock-free: set from a signal handler */
 
@@ -225,7 +225,7 @@ static void release_items(wstate *w, whttp *h, const witem *it, size_t n) {
     if (!n) return;
     json_t *items = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(items, json_pack("{s:s, s:s, s:I}", "target", donto_proto_target_name(it[i].target),
+        json_array_append_new(items, json_pack("{s:s, s:s, s:I}", "target", donto_target_name(it[i].target),
                                                "item_id", it[i].item_id, "lease_id", (json_int_t)it[i].lease_id));
     char *body = dump(json_pack("{s:s, s:o}", "worker_id", w->c->worker_id, "items", items));
     if (!body) return;
@@ -323,7 +323,7 @@ static void *lease_thread(void *arg) {
         if (stopping(w) || want <= 0) break;
         json_t *req = json_pack("{s:s, s:I}", "worker_id", w->c->worker_id, "n", (json_int_t)want);
         json_object_set_new(req, "target",
-                            w->c->target >= 0 ? json_string(donto_proto_target_name(w->c->target)) : json_null());
+                            w->c->target >= 0 ? json_string(donto_target_name(w->c->target)) : json_null());
         char *body = dump(req);
         long st = body ? http_post(w, &h, "/lease", body) : 0;
         free(body);
@@ -413,7 +413,7 @@ static char *submit_body(wstate *w, const wbatch *b, int numbers) {
     for (size_t i = 0; i < b->n; i++) {
         const witem *it = &b->it[i];
         const float *v = b->vec + i * (size_t)w->dims;
-        json_t *o = json_pack("{s:s, s:s}", "target", donto_proto_target_name(it->target), "item_id", it->item_id);
+        json_t *o = json_pack("{s:s, s:s}", "target", donto_target_name(it->target), "item_id", it->item_id);
         if (numbers) {
             json_t *a = json_array();
             for (int k = 0; k < w->dims; k++) json_array_append_new(a, json_real(v[k]));

@@ -1,9 +1,9 @@
-/* donto-accel coordinator: wire protocol, pure functions. See protocol.h and
- * docs/protocol.md. Every input is hostile until checked: lengths are
+/* donto-accel wire protocol, server side: request parsers and response
+ * builders, pure functions. See include/donto/wire.h and docs/protocol.md. Every input is hostile until checked: lengths are
  * bounded before anything is allocated from them, and a parse either fills
  * the whole struct or leaves nothing to free. */
 #define _POSIX_C_SOURCE 200809L
-#include "coord/protocol.h"
+#include "donto/wire.h"
 
 #include <float.h>
 #include <inttypes.h>
@@ -17,19 +17,6 @@
 #include "donto/models.h"
 
 /* ---- tables -------------------------------------------------------------- */
-
-static const char *const k_targets[DONTO_TARGET_N] = {"claim", "predicate", "entity", "memory_chunk"};
-
-int donto_proto_target_parse(const char *s) {
-    if (!s) return -1;
-    for (int t = 0; t < DONTO_TARGET_N; t++)
-        if (!strcmp(s, k_targets[t])) return t;
-    return -1;
-}
-
-const char *donto_proto_target_name(int target) {
-    return target >= 0 && target < DONTO_TARGET_N ? k_targets[target] : "unknown";
-}
 
 const char *donto_proto_reject_code(donto_reject r) {
     switch (r) {
@@ -118,7 +105,7 @@ int donto_proto_parse_lease(const char *body, size_t len, donto_lease_req *out, 
             donto_seterr(err, "\"target\" must be a string or null");
             goto done;
         }
-        out->target = donto_proto_target_parse(json_string_value(t));
+        out->target = donto_target_parse(json_string_value(t));
         if (out->target < 0) {
             donto_seterr(err, "unknown target (expected claim, predicate, entity or memory_chunk)");
             goto done;
@@ -366,7 +353,7 @@ static int parse_item(json_t *o, size_t i, int submit, const b64_lift *lift, don
     json_t *t = json_object_get(o, "target");
     if (!t) return donto_seterr(err, "items[%zu]: missing field \"target\"", i);
     if (!json_is_string(t)) return donto_seterr(err, "items[%zu].target must be a string", i);
-    it->target = donto_proto_target_parse(json_string_value(t));
+    it->target = donto_target_parse(json_string_value(t));
     if (it->target < 0)
         return donto_seterr(err, "items[%zu].target: unknown target (expected claim, predicate, entity or "
                                  "memory_chunk)", i);
@@ -550,13 +537,13 @@ int donto_proto_parse_report(const char *body, size_t len, donto_report_req *out
         donto_seterr(err, "\"message\" must be a string");
         goto done;
     }
-    /* Keep the first DONTO_PROTO_REPORT_CHARS code points. jansson has
+    /* Keep the first DONTO_REPORT_MAX_CHARS code points. jansson has
      * already checked the UTF-8, so counting lead bytes counts characters
      * and cutting before a lead byte never splits one. */
     const char *s = json_string_value(m);
     size_t n = json_string_length(m), cut = 0, chars = 0;
     while (cut < n) {
-        if (((unsigned char)s[cut] & 0xC0) != 0x80 && chars++ == DONTO_PROTO_REPORT_CHARS) break;
+        if (((unsigned char)s[cut] & 0xC0) != 0x80 && chars++ == DONTO_REPORT_MAX_CHARS) break;
         cut++;
     }
     out->truncated = cut < n;
@@ -819,7 +806,7 @@ char *donto_proto_lease_response(const donto_lease_batch *b) {
         const donto_leased_item *li = &b->items[i];
         char num[48]; /* ,"lease_id": + 20 digits + } */
         jw_lit(&w, i ? ",{\"target\":" : "{\"target\":");
-        jw_str(&w, donto_proto_target_name((int)li->target));
+        jw_str(&w, donto_target_name(li->target));
         jw_lit(&w, ",\"item_id\":");
         jw_str(&w, li->item_id);
         jw_lit(&w, ",\"model\":");
@@ -851,7 +838,7 @@ char *donto_proto_submit_response(size_t upserted, const donto_items_req *r) {
         }
         json_t *o = json_object();
         put(o, "item_id", json_incref(it->item_id_json), &ok);
-        put(o, "target", json_string(donto_proto_target_name(it->target)), &ok);
+        put(o, "target", json_string(donto_target_name((donto_target)it->target)), &ok);
         put(o, "reason", json_string(it->reason), &ok);
         if (!o || json_array_append_new(rej, o)) ok = 0;
     }
@@ -911,7 +898,7 @@ char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], co
         put(o, "total", json_integer((json_int_t)st[t].total), &ok);
         put(o, "pending", json_integer((json_int_t)st[t].pending), &ok);
         put(o, "leased", json_integer((json_int_t)st[t].leased), &ok);
-        put(root, k_targets[t], o, &ok);
+        put(root, donto_target_name((donto_target)t), o, &ok);
     }
     if (x && x->have_rate) put(root, "items_per_minute", json_integer((json_int_t)x->per_minute), &ok);
     if (x && x->have_contributors) {

@@ -1,8 +1,10 @@
 /*
- * donto-accel coordinator: the wire protocol as pure functions.
+ * donto-accel: the coordinator's wire protocol as pure functions, both sides.
  *
- * Request bodies (JSON text) are parsed and validated into plain structs;
- * response bodies are built from plain structs. Nothing here does I/O, holds
+ * Server side (src/wire/wire.c): request bodies (JSON text) are parsed and
+ * validated into plain structs; response bodies are built from plain structs.
+ * Client side (src/wire/client.c, used by the worker and the load bench):
+ * request bodies are built, response bodies parsed, the same way. Nothing here does I/O, holds
  * global state or reads a clock, so every function can be fuzzed on its own
  * and the HTTP server (server.c) only moves bytes and calls the store.
  *
@@ -16,8 +18,8 @@
  *     is still stored. A worker with one bad row must not lose the batch.
  * See docs/protocol.md.
  */
-#ifndef DONTO_COORD_PROTOCOL_H
-#define DONTO_COORD_PROTOCOL_H
+#ifndef DONTO_WIRE_H
+#define DONTO_WIRE_H
 
 #include <jansson.h>
 #include <stddef.h>
@@ -39,15 +41,11 @@ extern "C" {
 #define DONTO_PROTO_ITEM_ID_MAX 2048
 #define DONTO_PROTO_MODEL_MAX 256
 #define DONTO_PROTO_KIND_MAX 128
-/* A report keeps the first this-many characters (code points) of message. */
-#define DONTO_PROTO_REPORT_CHARS 1500
 /* Accepted distance of a vector's L2 norm from 1. */
 #define DONTO_PROTO_NORM_TOL 1e-3
 
-/* Target names on the wire ("claim", ...) <-> donto_target; -1 if unknown.
- * Kept here (not only in the store) because they are protocol words. */
-int donto_proto_target_parse(const char *s);
-const char *donto_proto_target_name(int target);
+/* Target names on the wire ("claim", ...) are the store's:
+ * donto_target_parse / donto_target_name (donto/store.h). */
 
 /* Wire reason code of a store verdict ("not_leased", ...); NULL for NONE. */
 const char *donto_proto_reject_code(donto_reject r);
@@ -90,7 +88,7 @@ void donto_items_req_free(donto_items_req *r);
 typedef struct donto_report_req {
     char worker_id[DONTO_PROTO_WORKER_ID_MAX + 1];
     char kind[DONTO_PROTO_KIND_MAX + 1];
-    char *message; /* heap, at most DONTO_PROTO_REPORT_CHARS code points */
+    char *message; /* heap, at most DONTO_REPORT_MAX_CHARS (donto/store.h) code points */
     int truncated;
 } donto_report_req;
 
