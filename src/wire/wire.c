@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
 
 #include "donto/models.h"
+#include "wire_int.h"
 
 /* ---- tables -------------------------------------------------------------- */
 
@@ -627,11 +627,10 @@ int donto_proto_b64_f32(const char *s, size_t len, float *out, size_t cap, size_
     return 0;
 }
 
-char *donto_proto_f32_b64(const float *v, size_t n) {
+size_t donto_wire_f32_b64_into(char *dst, const float *v, size_t n) {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     size_t bytes = n * 4;
-    char *o = malloc((bytes + 2) / 3 * 4 + 1), *p = o;
-    if (!o) return NULL;
+    char *p = dst;
     uint32_t acc = 0;
     int have = 0;
     for (size_t i = 0; i < bytes; i++) {
@@ -651,6 +650,13 @@ char *donto_proto_f32_b64(const float *v, size_t n) {
         *p++ = '=';
     }
     *p = 0;
+    return (size_t)(p - dst);
+}
+
+char *donto_proto_f32_b64(const float *v, size_t n) {
+    char *o = malloc(DONTO_WIRE_B64_LEN(n) + 1);
+    if (!o) return NULL;
+    donto_wire_f32_b64_into(o, v, n);
     return o;
 }
 
@@ -714,89 +720,8 @@ static json_t *store_string(const char *s) {
  * machine; writing the text straight into a buffer costs a fraction of that.
  * The bytes are exactly what json_dumps(JSON_COMPACT) writes for the same
  * tree (test_protocol compares the two on hostile strings), including the
- * store_string() rule for invalid UTF-8. */
-
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int failed;
-} jw;
-
-static void jw_grow(jw *w, size_t more) {
-    if (w->failed || w->len + more <= w->cap) return;
-    size_t cap = w->cap ? w->cap : 4096;
-    while (cap < w->len + more) {
-        if (cap > SIZE_MAX / 2) {
-            w->failed = 1;
-            return;
-        }
-        cap *= 2;
-    }
-    char *p = realloc(w->p, cap);
-    if (!p) {
-        w->failed = 1;
-        return;
-    }
-    w->p = p;
-    w->cap = cap;
-}
-
-static void jw_put(jw *w, const char *s, size_t n) {
-    jw_grow(w, n);
-    if (w->failed) return;
-    memcpy(w->p + w->len, s, n);
-    w->len += n;
-}
-
-static void jw_lit(jw *w, const char *s) { jw_put(w, s, strlen(s)); }
-
-/* The UTF-8 jansson accepts in json_string: utf8proc (already linked for
- * the tokenizer) rejects the same overlong forms, UTF-16 surrogates and
- * code points above U+10FFFF. */
-static int utf8_valid(const char *s) {
-    const utf8proc_uint8_t *u = (const utf8proc_uint8_t *)s;
-    utf8proc_int32_t cp;
-    while (*u) {
-        utf8proc_ssize_t k = utf8proc_iterate(u, -1, &cp);
-        if (k <= 0) return 0;
-        u += k;
-    }
-    return 1;
-}
-
-/* A quoted JSON string, escaped as jansson escapes: \" \\ \b \f \n \r \t,
- * other bytes below 0x20 as \u00XX, everything else (UTF-8 included) as is. */
-static void jw_str(jw *w, const char *s) {
-    if (!s) s = "";
-    int ok = utf8_valid(s);
-    jw_put(w, "\"", 1);
-    const char *run = s;
-    for (const char *c = s;; c++) {
-        unsigned char u = (unsigned char)*c;
-        if (u >= 0x20 && u != '"' && u != '\\' && (ok || u < 0x80)) continue;
-        jw_put(w, run, (size_t)(c - run));
-        run = c + 1;
-        if (!u) break;
-        char esc[8];
-        switch (u) {
-        case '"': jw_put(w, "\\\"", 2); break;
-        case '\\': jw_put(w, "\\\\", 2); break;
-        case '\b': jw_put(w, "\\b", 2); break;
-        case '\f': jw_put(w, "\\f", 2); break;
-        case '\n': jw_put(w, "\\n", 2); break;
-        case '\r': jw_put(w, "\\r", 2); break;
-        case '\t': jw_put(w, "\\t", 2); break;
-        default:
-            if (u >= 0x80) {
-                jw_put(w, "?", 1); /* invalid UTF-8: store_string's rule */
-            } else {
-                snprintf(esc, sizeof esc, "\\u%04X", u);
-                jw_put(w, esc, 6);
-            }
-        }
-    }
-    jw_put(w, "\"", 1);
-}
+ * store_string() rule for invalid UTF-8. The writer (jw) is in wire_int.h,
+ * shared with the client side's request builders. */
 
 char *donto_proto_lease_response(const donto_lease_batch *b) {
     jw w = {0};
