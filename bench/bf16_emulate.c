@@ -23,8 +23,8 @@
 
 #include "donto/model.h"
 #include "donto/tokenizer.h"
-#include "model/bert_cpu.h"
-#include "model/gpu_plan.h"
+#include "bert_cpu.h"
+#include "gpu_plan.h"
 
 static float bf16_round(float f) { return gp_bf16_to_f32(gp_f32_to_bf16(f)); }
 

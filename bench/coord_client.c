@@ -12,11 +12,12 @@
  *               lease_id), until the queue is empty or S seconds pass.
  * One output line, key=value: items (leased) or vectors (accepted) per
  * second over the wall time of the run, and the latency of the lease calls
- * (p50/p99, ms) and of the submit calls. Any HTTP error counts in errors=. */
+ * (p50/p99, ms) and of the submit calls. Any HTTP error counts in errors=.
+ * Bodies are built and answers parsed by the wire module's client side
+ * (donto/wire.h), as in the worker. */
 #define _POSIX_C_SOURCE 200809L
 #include <curl/curl.h>
 #include <getopt.h>
-#include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,15 +27,20 @@
 #include <string.h>
 #include <time.h>
 
-#include "coord/protocol.h"
+#include "donto/store.h"
+#include "donto/wire.h"
 
 enum { M_LEASE, M_JSON, M_B64 };
 
 static int g_port, g_mode = M_LEASE, g_clients = 8, g_n = 256, g_dims = 384;
 static long g_max_calls = 0;
 static double g_seconds = 30;
-static const char *g_token = "", *g_target = "claim";
-static char *g_vec_text; /* the vector field of every submitted item, pre-rendered */
+static const char *g_token = "";
+static int g_target = DONTO_TARGET_CLAIM;
+/* The one unit vector every item is submitted with: the submit builder
+ * renders it once per body and copies it for the other items, so the
+ * client's cost per item is a copy and the figure is the coordinator's. */
+static float *g_vec;
 static double g_t0;
 
 static double now_s(void) {
@@ -58,7 +64,6 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
     b->n += n;
     b->p[b->n] = 0;
 }
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
 static size_t on_data(char *d, size_t sz, size_t nm, void *u) {
     sb_add(u, d, sz * nm);
@@ -69,7 +74,7 @@ typedef struct {
     CURL *c;
     struct curl_slist *h;
     char url_lease[128], url_submit[128];
-    sbuf resp, body;
+    sbuf resp;
     double *lat_lease, *lat_submit;
     size_t n_lease, n_submit, cap;
     long items, vectors, errors;
@@ -111,11 +116,17 @@ static void *run(void *arg) {
     curl_easy_setopt(w->c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(w->c, CURLOPT_WRITEDATA, &w->resp);
     curl_easy_setopt(w->c, CURLOPT_TCP_NODELAY, 1L);
-    char lease[256];
-    int ll = snprintf(lease, sizeof lease, "{\"worker_id\":\"bench-%p\",\"n\":%d,\"target\":\"%s\"}", (void *)w, g_n,
-                      g_target);
     char wid[64];
     snprintf(wid, sizeof wid, "bench-%p", (void *)w);
+    char *lease = NULL;
+    donto_err e = {0};
+    if (donto_proto_build_lease(wid, g_n, g_target, &lease, &e)) {
+        fprintf(stderr, "bench_coord_client: %s\n", e.msg);
+        abort();
+    }
+    size_t ll = strlen(lease);
+    donto_client_item *ci = NULL;
+    size_t ci_cap = 0;
     long calls = 0;
     while (now_s() < w->end_t && (!g_max_calls || calls < g_max_calls)) {
         double t = now_s();
@@ -126,42 +137,53 @@ static void *run(void *arg) {
             w->errors++;
             continue;
         }
-        json_t *j = json_loadb(w->resp.p, w->resp.n, 0, NULL);
-        json_t *batch = json_object_get(j, "batch");
-        size_t nb = json_array_size(batch);
+        donto_lease_resp batch;
+        if (donto_proto_parse_lease_response(w->resp.p, w->resp.n, &batch, &e)) {
+            w->errors++;
+            continue;
+        }
+        size_t nb = batch.n;
         w->items += (long)nb;
         if (nb == 0) {
-            json_decref(j);
+            donto_lease_resp_free(&batch);
             break; /* queue empty */
         }
         if (g_mode != M_LEASE) {
-            w->body.n = 0;
-            sb_str(&w->body, "{\"worker_id\":\"");
-            sb_str(&w->body, wid);
-            sb_str(&w->body, "\",\"items\":[");
-            char head[2400];
-            for (size_t i = 0; i < nb; i++) {
-                json_t *it = json_array_get(batch, i);
-                int hl = snprintf(head, sizeof head, "%s{\"target\":\"%s\",\"item_id\":\"%s\",\"lease_id\":%lld,",
-                                  i ? "," : "", g_target, json_string_value(json_object_get(it, "item_id")),
-                                  (long long)json_integer_value(json_object_get(it, "lease_id")));
-                sb_add(&w->body, head, (size_t)hl);
-                sb_str(&w->body, g_vec_text);
-                sb_str(&w->body, "}");
+            if (nb > ci_cap) {
+                free(ci);
+                ci_cap = nb;
+                ci = malloc(ci_cap * sizeof *ci);
+                if (!ci) abort();
             }
-            sb_str(&w->body, "]}");
-            t = now_s();
-            st = post(w, w->url_submit, w->body.p, w->body.n);
-            lat_add(&w->lat_submit, &w->n_submit, &cap_s, (now_s() - t) * 1e3);
-            json_t *r = st == 200 ? json_loadb(w->resp.p, w->resp.n, 0, NULL) : NULL;
-            if (r && !json_object_get(r, "rejected"))
-                w->vectors += (long)json_integer_value(json_object_get(r, "upserted"));
-            else
+            for (size_t i = 0; i < nb; i++)
+                ci[i] = (donto_client_item){batch.items[i].target, batch.items[i].item_id, batch.items[i].lease_id,
+                                            NULL, g_vec};
+            char *body = NULL;
+            if (donto_proto_build_submit(wid, ci, nb, g_dims, g_mode == M_JSON, &body, &e)) {
+                fprintf(stderr, "bench_coord_client: %s\n", e.msg);
                 w->errors++;
-            json_decref(r);
+                donto_lease_resp_free(&batch);
+                continue;
+            }
+            t = now_s();
+            st = post(w, w->url_submit, body, strlen(body));
+            lat_add(&w->lat_submit, &w->n_submit, &cap_s, (now_s() - t) * 1e3);
+            free(body);
+            donto_submit_resp r;
+            if (st == 200 && !donto_proto_parse_submit_response(w->resp.p, w->resp.n, &r, &e)) {
+                if (!r.has_rejected)
+                    w->vectors += (long)r.upserted;
+                else
+                    w->errors++;
+                donto_submit_resp_free(&r);
+            } else {
+                w->errors++;
+            }
         }
-        json_decref(j);
+        donto_lease_resp_free(&batch);
     }
+    free(ci);
+    free(lease);
     curl_slist_free_all(w->h);
     curl_easy_cleanup(w->c);
     return NULL;
@@ -204,7 +226,9 @@ int main(int argc, char **argv) {
         case 'n': g_n = atoi(optarg); break;
         case 's': g_seconds = atof(optarg); break;
         case 'k': g_max_calls = atol(optarg); break;
-        case 'g': g_target = optarg; break;
+        case 'g':
+            if ((g_target = donto_target_parse(optarg)) < 0) return usage(stderr), 2;
+            break;
         case 'd': g_dims = atoi(optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -213,26 +237,9 @@ int main(int argc, char **argv) {
     if (g_port <= 0 || g_clients < 1 || g_n < 1 || g_dims < 1) return usage(stderr), 2;
     /* One unit vector, rendered once: the client's cost per item is then a
      * copy, so the figure is the coordinator's, not the client's. */
-    float *v = malloc((size_t)g_dims * sizeof *v);
-    for (int i = 0; i < g_dims; i++) v[i] = (float)(1.0 / sqrt((double)g_dims)) * (i % 2 ? 1.0f : -1.0f);
-    sbuf vt = {0};
-    if (g_mode == M_B64) {
-        char *b = donto_proto_f32_b64(v, (size_t)g_dims);
-        sb_str(&vt, "\"vector_b64\":\"");
-        sb_str(&vt, b);
-        sb_str(&vt, "\"");
-        free(b);
-    } else {
-        sb_str(&vt, "\"vector\":[");
-        char num[40];
-        for (int i = 0; i < g_dims; i++) {
-            snprintf(num, sizeof num, "%s%.9g", i ? "," : "", (double)v[i]);
-            sb_str(&vt, num);
-        }
-        sb_str(&vt, "]");
-    }
-    g_vec_text = vt.p;
-    free(v);
+    g_vec = malloc((size_t)g_dims * sizeof *g_vec);
+    if (!g_vec) return 1;
+    for (int i = 0; i < g_dims; i++) g_vec[i] = (float)(1.0 / sqrt((double)g_dims)) * (i % 2 ? 1.0f : -1.0f);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     worker *ws = calloc((size_t)g_clients, sizeof *ws);
     pthread_t *th = calloc((size_t)g_clients, sizeof *th);
@@ -259,7 +266,6 @@ int main(int argc, char **argv) {
         free(ws[i].lat_lease);
         free(ws[i].lat_submit);
         free(ws[i].resp.p);
-        free(ws[i].body.p);
     }
     qsort(L, nl, sizeof *L, cmp_d);
     qsort(S, ns, sizeof *S, cmp_d);
@@ -275,7 +281,7 @@ int main(int argc, char **argv) {
     free(S);
     free(ws);
     free(th);
-    free(g_vec_text);
+    free(g_vec);
     curl_global_cleanup();
     return errors ? 1 : 0;
 }

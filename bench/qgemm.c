@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../src/model/qgemm.h"
+#include "qgemm.h"
 #include "donto/util.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;

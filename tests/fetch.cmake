@@ -3,7 +3,7 @@
 # One executable, one CTest per scenario, so a failure names what broke.
 # Nothing here reaches beyond 127.0.0.1.
 add_executable(fetch_test ${CMAKE_CURRENT_SOURCE_DIR}/fetch_test.c)
-target_include_directories(fetch_test PRIVATE ${PROJECT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR})
+target_include_directories(fetch_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(fetch_test PRIVATE donto)
 
 # The server needs only the standard library: any python3 will do when the

@@ -26,10 +26,10 @@
 
 #include "check.h"
 #include "curlbuf.h"
-#include "proc.h"
-#include "coord/protocol.h"
 #include "donto/coord.h"
 #include "donto/store.h"
+#include "donto/wire.h"
+#include "proc.h"
 
 /* ---- a fake store ------------------------------------------------------------ */
 

@@ -33,10 +33,10 @@
 
 #include "check.h"
 #include "curlbuf.h"
-#include "proc.h"
-#include "coord/protocol.h"
 #include "donto/store.h"
 #include "donto/util.h"
+#include "donto/wire.h"
+#include "proc.h"
 
 extern char **environ;
 

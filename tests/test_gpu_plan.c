@@ -13,9 +13,9 @@
 #include "check.h"
 #include "donto/encoder.h"
 #include "donto/model.h"
-#include "model/bert_cpu.h"
-#include "model/encoder_int.h"
-#include "model/gpu_plan.h"
+#include "bert_cpu.h"
+#include "encoder_int.h"
+#include "gpu_plan.h"
 #include "tinybert.h"
 
 static unsigned rnd_state = 12345;

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "coord/admin.h"
+#include "admin.h"
 
 static char *label(const char *s) {
     char *buf = NULL;

@@ -11,7 +11,7 @@
 #include "check.h"
 #include "donto/encoder.h"
 #include "donto/model.h"
-#include "model/bert_cpu.h"
+#include "bert_cpu.h"
 #include "tinybert.h"
 
 static char root[256];

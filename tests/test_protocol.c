@@ -1,4 +1,4 @@
-/* The coordinator's wire protocol (src/coord/protocol.c): every parser with
+/* The coordinator's wire protocol (src/wire/wire.c, server side): every parser with
  * good and bad input of each kind, base64 vectors, vector validation and the
  * shape of every response. Pure functions: no server, no store. */
 #define _POSIX_C_SOURCE 200809L
@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "coord/protocol.h"
+#include "donto/models.h"
+#include "donto/wire.h"
 
 /* A unit vector of n floats (deterministic). */
 static void unit(float *v, size_t n, unsigned seed) {
@@ -39,14 +40,14 @@ static int parse_submit_s(const char *body, donto_items_req *r, donto_err *e) {
 }
 
 static void test_tables(void) {
-    CHECK_EQ_INT(donto_proto_model_dims("BAAI/bge-small-en-v1.5"), 384);
-    CHECK_EQ_INT(donto_proto_model_dims("nope"), 0);
-    CHECK_EQ_INT(donto_proto_model_dims(NULL), 0);
-    CHECK_EQ_INT(donto_proto_target_parse("claim"), DONTO_TARGET_CLAIM);
-    CHECK_EQ_INT(donto_proto_target_parse("memory_chunk"), DONTO_TARGET_MEMORY_CHUNK);
-    CHECK_EQ_INT(donto_proto_target_parse("Claim"), -1);
-    CHECK_EQ_INT(donto_proto_target_parse(""), -1);
-    CHECK(!strcmp(donto_proto_target_name(DONTO_TARGET_ENTITY), "entity"), "name");
+    CHECK_EQ_INT(donto_model_dims("BAAI/bge-small-en-v1.5"), 384);
+    CHECK_EQ_INT(donto_model_dims("nope"), 0);
+    CHECK_EQ_INT(donto_model_dims(NULL), 0);
+    CHECK_EQ_INT(donto_target_parse("claim"), DONTO_TARGET_CLAIM);
+    CHECK_EQ_INT(donto_target_parse("memory_chunk"), DONTO_TARGET_MEMORY_CHUNK);
+    CHECK_EQ_INT(donto_target_parse("Claim"), -1);
+    CHECK_EQ_INT(donto_target_parse(""), -1);
+    CHECK(!strcmp(donto_target_name(DONTO_TARGET_ENTITY), "entity"), "name");
     CHECK(donto_proto_reject_code(DONTO_REJECT_NONE) == NULL, "none");
     CHECK(!strcmp(donto_proto_reject_code(DONTO_REJECT_LEASE_EXPIRED), "lease_expired"), "code");
 }
@@ -227,7 +228,7 @@ static char *member_b64(const float *v, size_t n) {
         free(m_);                                                                         \
     } while (0)
 
-/* The base64 fast path (lift_b64 in protocol.c) must give exactly what a
+/* The base64 fast path (lift_b64 in wire.c) must give exactly what a
  * plain jansson parse gives: placeholders cannot be forged, escapes fall
  * back to the plain parse, errors point into the client's own text. */
 static void test_b64_lift(void) {
@@ -508,7 +509,7 @@ static void test_report(void) {
     CHECK(donto_proto_parse_report(body, strlen(body), &q, &e) == 0, "%s", e.msg);
     size_t got = 0;
     for (const char *s = q.message; s && *s; s++) got += ((unsigned char)*s & 0xC0) != 0x80;
-    CHECK_EQ_INT(got, DONTO_PROTO_REPORT_CHARS);
+    CHECK_EQ_INT(got, DONTO_REPORT_MAX_CHARS);
     CHECK(q.truncated, "truncated flag");
     CHECK_EQ_INT(strlen(q.message), 750 + 750 * 2);
     donto_report_req_free(&q);
@@ -577,7 +578,7 @@ static void test_b64(void) {
     free(b);
 }
 
-/* The lease answer is written without jansson (protocol.c says why); it must
+/* The lease answer is written without jansson (wire.c says why); it must
  * be byte for byte what json_dumps writes for the same tree, with invalid
  * UTF-8 bytes (>= 0x80) turned into '?' as before. */
 static char *lease_via_jansson(const donto_leased_item *it, size_t n) {
@@ -596,7 +597,7 @@ static char *lease_via_jansson(const donto_leased_item *it, size_t n) {
             }
         }
         json_t *o = json_object();
-        json_object_set_new(o, "target", json_string(donto_proto_target_name((int)it[i].target)));
+        json_object_set_new(o, "target", json_string(donto_target_name((int)it[i].target)));
         json_object_set_new(o, "item_id", v[0]);
         json_object_set_new(o, "model", v[1]);
         json_object_set_new(o, "text", v[2]);

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "model/qgemm.h"
+#include "qgemm.h"
 
 static uint64_t rs = 88172645463325252ull;
 static double urand(void) {

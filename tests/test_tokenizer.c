@@ -16,7 +16,7 @@
 
 #include "check.h"
 #include "donto/tokenizer.h"
-#include "text/unicode_compat.h"
+#include "unicode_compat.h"
 
 #define MAXIDS 4096
 

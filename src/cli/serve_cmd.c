@@ -23,7 +23,7 @@
 #include "donto/recall.h"
 #include "donto/store.h"
 #include "donto/substrate.h"
-#include "coord/protocol.h"
+#include "donto/wire.h"
 
 #ifndef DONTO_VERSION
 #define DONTO_VERSION "unknown"

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coord/protocol.h"
 #include "donto/cli.h"
+#include "donto/models.h"
 #include "donto/opt.h"
 #include "donto/store.h"
 #include "donto/substrate.h"
@@ -181,7 +181,7 @@ int donto_enqueue_cmd(int argc, char **argv) {
          .help = "claim, predicate, entity or memory_chunk (default: all)"},
         {DONTO_OPT_STRING, "model", 0, &model, .metavar = "NAME",
          .help = "the model the vectors are for (default: DIR/model_name.txt\n"
-                 "with --model-dir, else " DONTO_PROTO_DEFAULT_MODEL ")"},
+                 "with --model-dir, else " DONTO_DEFAULT_MODEL ")"},
         {DONTO_OPT_STRING, "model-dir", 0, &model_dir, .metavar = "DIR",
          .help = "cut memory chunks with the model's WordPiece vocabulary\n"
                  "(DIR/vocab.txt); without it a whitespace approximation"},
@@ -221,7 +221,7 @@ int donto_enqueue_cmd(int argc, char **argv) {
             if (*namebuf) model = namebuf;
         }
     }
-    if (!model) model = DONTO_PROTO_DEFAULT_MODEL;
+    if (!model) model = DONTO_DEFAULT_MODEL;
     donto_store *s = NULL;
     if (open_db("enqueue", db, &s)) {
         donto_tokenizer_close(tok);

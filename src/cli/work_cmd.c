@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coord/protocol.h"
 #include "donto/cli.h"
 #include "donto/encoder.h"
+#include "donto/models.h"
 #include "donto/opt.h"
 #include "donto/store.h"
 #include "donto/worker.h"
@@ -69,7 +69,7 @@ int donto_work_cmd(int argc, char **argv) {
         {DONTO_OPT_STRING, "model", 0, &model_dir, .metavar = "DIR", .help = "the local model directory (required)"},
         {DONTO_OPT_STRING, "model-name", 0, &model_name, .metavar = "NAME",
          .help = "the model name leased items must carry\n"
-                 "(default: DIR/model_name.txt if present, else " DONTO_PROTO_DEFAULT_MODEL ")"},
+                 "(default: DIR/model_name.txt if present, else " DONTO_DEFAULT_MODEL ")"},
         {DONTO_OPT_INT, "threads", 0, &threads, .min = 0, .max = 4096, .metavar = "N",
          .help = "encoder threads (default all CPUs)"},
         {DONTO_OPT_CHOICE, "precision", 0, &prec, .choices = PRECISIONS, .values = PRECISION_VALUES, .metavar = "P",
@@ -141,7 +141,7 @@ int donto_work_cmd(int argc, char **argv) {
         char path[4096];
         snprintf(path, sizeof path, "%s/model_name.txt", model_dir);
         name_buf = read_line(path);
-        model_name = name_buf ? name_buf : DONTO_PROTO_DEFAULT_MODEL;
+        model_name = name_buf ? name_buf : DONTO_DEFAULT_MODEL;
     }
     c.model_name = model_name;
     if (!c.worker_id || !*c.worker_id) {
@@ -168,7 +168,7 @@ int donto_work_cmd(int argc, char **argv) {
         fprintf(stderr, "donto-embed work: %s\n", err.msg);
         goto out_url;
     }
-    int want = donto_proto_model_dims(model_name);
+    int want = donto_model_dims(model_name);
     if (want && want != donto_encoder_dim(enc)) {
         fprintf(stderr, "donto-embed work: %s has dimension %d but the model in %s has %d\n", model_name, want,
                 model_dir, donto_encoder_dim(enc));

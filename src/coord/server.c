@@ -10,7 +10,7 @@
  *                being kept (413 at the end), and one that goes on past twice
  *                the limit gets its connection dropped.
  *   3. complete: one store handle is taken from the pool, the token is
- *                checked, the body parsed (src/coord/protocol.c), the store
+ *                checked, the body parsed (src/wire/wire.c), the store
  *                called, the handle given back, the answer queued.
  *
  * The store pool. Handles are not thread-safe (store.h), so each request
@@ -44,8 +44,8 @@
 #include <openssl/evp.h>
 
 #include "admin.h"
-#include "protocol.h"
 #include "donto/coord.h"
+#include "donto/wire.h"
 
 #ifndef DONTO_VERSION
 #define DONTO_VERSION "unknown"
@@ -407,7 +407,7 @@ static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
         return failure("lease", "store_error", &e);
     answer a = {200, donto_proto_lease_response(&b), NULL};
     DLOG_DEBUG("coord: lease %s n=%d target=%s -> %zu", q.worker_id, q.n,
-               q.target < 0 ? "any" : donto_proto_target_name(q.target), b.n);
+               q.target < 0 ? "any" : donto_target_name(q.target), b.n);
     donto_lease_batch_free(&b);
     return a;
 }

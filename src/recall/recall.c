@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord/protocol.h"
+#include "donto/models.h"
 #include "donto/recall.h"
 #include "donto/substrate.h"
 
@@ -486,7 +486,7 @@ char *donto_recall_model_name(const char *model_dir, const char *given) {
             }
         }
     }
-    return donto_xstrdup(DONTO_PROTO_DEFAULT_MODEL);
+    return donto_xstrdup(DONTO_DEFAULT_MODEL);
 }
 
 char *donto_recall_default_prefix(const char *db_url) {

@@ -1,10 +1,10 @@
 /* The embedding worker: lease thread, engine (the caller's thread), submit
- * thread; see include/donto/worker.h. */
+ * thread; see include/donto/worker.h. Request bodies and answers go through
+ * the wire module's client side (donto/wire.h); this file moves bytes. */
 #define _GNU_SOURCE
 #include "donto/worker.h"
 
 #include <curl/curl.h>
-#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -14,8 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coord/protocol.h"
+#include "donto/models.h"
 #include "donto/store.h"
+#include "donto/wire.h"
 
 static atomic_int g_stop; /* lock-free: set from a signal handler */
 
@@ -23,7 +24,7 @@ void donto_worker_stop(void) { atomic_store(&g_stop, 1); }
 
 void donto_worker_default_config(donto_worker_config *c) {
     memset(c, 0, sizeof *c);
-    c->model_name = DONTO_PROTO_DEFAULT_MODEL;
+    c->model_name = DONTO_DEFAULT_MODEL;
     c->n = 256;
     c->target = -1;
     c->idle_sleep_s = 5;
@@ -35,11 +36,7 @@ void donto_worker_default_config(donto_worker_config *c) {
 
 /* ---- batches ------------------------------------------------------------- */
 
-typedef struct {
-    char *item_id, *text, *model;
-    int target;
-    int64_t lease_id;
-} witem;
+typedef donto_lease_item witem; /* target, item_id, text, model, lease_id */
 
 typedef struct wbatch {
     witem *it;
@@ -50,11 +47,7 @@ typedef struct wbatch {
 
 static void batch_free(wbatch *b) {
     if (!b) return;
-    for (size_t i = 0; i < b->n; i++) {
-        free(b->it[i].item_id);
-        free(b->it[i].text);
-        free(b->it[i].model);
-    }
+    for (size_t i = 0; i < b->n; i++) donto_lease_item_clear(&b->it[i]);
     free(b->it);
     free(b->vec);
     free(b);
@@ -192,12 +185,6 @@ static long http_post(wstate *w, whttp *h, const char *route, const char *body) 
     return st;
 }
 
-static char *dump(json_t *j) {
-    char *s = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    return s;
-}
-
 /* At most one report per minute (the rest are only logged). */
 static void report(wstate *w, whttp *h, const char *kind, const char *msg) {
     pthread_mutex_lock(&w->mu);
@@ -206,8 +193,12 @@ static void report(wstate *w, whttp *h, const char *kind, const char *msg) {
     if (send) w->last_report = now;
     pthread_mutex_unlock(&w->mu);
     if (!send) return;
-    char *body = dump(json_pack("{s:s, s:s, s:s}", "worker_id", w->c->worker_id, "kind", kind, "message", msg));
-    if (!body) return;
+    char *body = NULL;
+    donto_err e = {0};
+    if (donto_proto_build_report(w->c->worker_id, kind, msg, &body, &e)) {
+        DLOG_WARN("worker: report (%s) not sent: %s", kind, e.msg);
+        return;
+    }
     long st = http_post(w, h, "/report", body);
     if (st != 200) DLOG_WARN("worker: report (%s) answered %ld", kind, st);
     free(body);
@@ -222,81 +213,54 @@ static void count_error(wstate *w) {
 /* Give items back (one attempt, a short retry when stopping is over budget). */
 static void release_items(wstate *w, whttp *h, const witem *it, size_t n) {
     if (!n) return;
-    json_t *items = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(items, json_pack("{s:s, s:s, s:I}", "target", donto_proto_target_name(it[i].target),
-                                               "item_id", it[i].item_id, "lease_id", (json_int_t)it[i].lease_id));
-    char *body = dump(json_pack("{s:s, s:o}", "worker_id", w->c->worker_id, "items", items));
-    if (!body) return;
+    donto_client_item *ci = calloc(n, sizeof *ci);
+    char *body = NULL;
+    donto_err e = {0};
+    for (size_t i = 0; ci && i < n; i++)
+        ci[i] = (donto_client_item){it[i].target, it[i].item_id, it[i].lease_id, NULL, NULL};
+    int built = ci ? donto_proto_build_release(w->c->worker_id, ci, n, &body, &e) : donto_seterr(&e, "out of memory");
+    free(ci);
+    if (built) {
+        DLOG_WARN("worker: release of %zu items not sent (%s); they come back at lease expiry", n, e.msg);
+        return;
+    }
     long st = 0;
     for (int attempt = 0; attempt < 3 && st != 200; attempt++) {
         if (attempt) msleep(0.3);
         st = http_post(w, h, "/release", body);
     }
     free(body);
-    json_t *j = st == 200 && h->buf ? json_loads(h->buf, 0, NULL) : NULL;
-    json_t *r = json_object_get(j, "released");
-    if (json_is_integer(r)) {
+    int64_t released = 0;
+    if (st == 200 && donto_proto_parse_release_response(h->buf, h->len, &released, &e) == 0) {
         pthread_mutex_lock(&w->mu);
-        w->released += json_integer_value(r);
+        w->released += released;
         pthread_mutex_unlock(&w->mu);
-        DLOG_INFO("worker: released %lld of %zu items", (long long)json_integer_value(r), n);
+        DLOG_INFO("worker: released %lld of %zu items", (long long)released, n);
     } else {
-        DLOG_WARN("worker: release of %zu items failed (status %ld); they come back at lease expiry", n, st);
+        DLOG_WARN("worker: release of %zu items failed (status %ld%s%s); they come back at lease expiry", n, st,
+                  st == 200 ? ": " : "", st == 200 ? e.msg : "");
     }
-    json_decref(j);
 }
 
 /* ---- lease thread -------------------------------------------------------- */
 
-static char *dup_str(json_t *v) {
-    if (json_is_string(v)) return strdup(json_string_value(v));
-    if (json_is_integer(v)) {
-        char b[32];
-        snprintf(b, sizeof b, "%lld", (long long)json_integer_value(v));
-        return strdup(b);
-    }
-    return NULL;
-}
-
-/* Parse a lease answer; NULL (and msg) when it is not one. */
-static wbatch *parse_lease(const char *body, char *msg, size_t cap) {
-    json_error_t je;
-    json_t *j = body ? json_loads(body, 0, &je) : NULL;
-    json_t *arr = json_object_get(j, "batch");
-    if (!json_is_array(arr)) {
-        snprintf(msg, cap, "lease answer is not {\"batch\": [...]}");
-        json_decref(j);
+/* Parse a lease answer (donto_proto_parse_lease_response); NULL and msg when
+ * it is not one, or when out of memory. */
+static wbatch *parse_lease(const whttp *h, char *msg, size_t cap) {
+    donto_lease_resp r;
+    donto_err e = {0};
+    if (donto_proto_parse_lease_response(h->buf, h->len, &r, &e)) {
+        snprintf(msg, cap, "%s", e.msg);
         return NULL;
     }
     wbatch *b = calloc(1, sizeof *b);
-    size_t n = json_array_size(arr);
-    b->it = calloc(n ? n : 1, sizeof *b->it);
-    if (!b->it) {
-        free(b);
-        json_decref(j);
+    if (!b) {
+        donto_lease_resp_free(&r);
+        snprintf(msg, cap, "lease answer: out of memory");
         return NULL;
     }
-    for (size_t i = 0; i < n; i++) {
-        json_t *o = json_array_get(arr, i);
-        witem *it = &b->it[i];
-        json_t *tg = json_object_get(o, "target"), *lid = json_object_get(o, "lease_id"),
-               *md = json_object_get(o, "model");
-        it->item_id = dup_str(json_object_get(o, "item_id"));
-        it->text = json_is_string(json_object_get(o, "text")) ? strdup(json_string_value(json_object_get(o, "text"))) : NULL;
-        it->target = json_is_string(tg) ? donto_proto_target_parse(json_string_value(tg)) : -1;
-        it->model = strdup(json_is_string(md) ? json_string_value(md) : DONTO_PROTO_DEFAULT_MODEL);
-        it->lease_id = json_is_integer(lid) ? json_integer_value(lid) : 0;
-        b->n = i + 1;
-        if (!it->item_id || !it->text || it->target < 0 || !it->model || (lid && !json_is_integer(lid)) ||
-            (md && !json_is_string(md))) {
-            snprintf(msg, cap, "lease answer item %zu is malformed", i);
-            batch_free(b);
-            json_decref(j);
-            return NULL;
-        }
-    }
-    json_decref(j);
+    b->it = r.items; /* the batch owns the items now */
+    b->n = r.n;
     return b;
 }
 
@@ -320,17 +284,20 @@ static void *lease_thread(void *arg) {
         if (w->c->max_items > 0 && w->c->max_items - w->leased < want) want = w->c->max_items - w->leased;
         pthread_mutex_unlock(&w->mu);
         if (stopping(w) || want <= 0) break;
-        json_t *req = json_pack("{s:s, s:I}", "worker_id", w->c->worker_id, "n", (json_int_t)want);
-        json_object_set_new(req, "target",
-                            w->c->target >= 0 ? json_string(donto_proto_target_name(w->c->target)) : json_null());
-        char *body = dump(req);
-        long st = body ? http_post(w, &h, "/lease", body) : 0;
-        free(body);
-        char msg[512];
+        char *body = NULL;
+        char msg[DONTO_ERR_MAX + 64];
+        donto_err e = {0};
+        long st = 0;
         wbatch *b = NULL;
-        if (st == 200) {
-            b = parse_lease(h.buf, msg, sizeof msg);
+        if (donto_proto_build_lease(w->c->worker_id, want, w->c->target, &body, &e)) {
+            snprintf(msg, sizeof msg, "lease: request not built: %s", e.msg);
         } else {
+            st = http_post(w, &h, "/lease", body);
+            free(body);
+        }
+        if (st == 200) {
+            b = parse_lease(&h, msg, sizeof msg);
+        } else if (!e.msg[0]) {
             snprintf(msg, sizeof msg, "lease: %s %ld", st ? "HTTP" : "no answer", st);
         }
         if (!b) {
@@ -360,6 +327,13 @@ static void *lease_thread(void *arg) {
         /* Items of a model this worker does not serve go back at once. */
         size_t keep = 0, other = 0;
         witem *wrong = calloc(b->n, sizeof *wrong);
+        if (!wrong) { /* cannot sort them: give the whole batch back */
+            count_error(w);
+            release_items(w, &h, b->it, b->n);
+            batch_free(b);
+            nap(w, backoff_s(w, attempt++), 1);
+            continue;
+        }
         for (size_t i = 0; i < b->n; i++) {
             if (!strcmp(b->it[i].model, w->c->model_name))
                 b->it[keep++] = b->it[i];
@@ -373,11 +347,7 @@ static void *lease_thread(void *arg) {
             DLOG_WARN("worker: %s", msg);
             release_items(w, &h, wrong, other);
             report(w, &h, "wrong_model", msg);
-            for (size_t i = 0; i < other; i++) {
-                free(wrong[i].item_id);
-                free(wrong[i].text);
-                free(wrong[i].model);
-            }
+            for (size_t i = 0; i < other; i++) donto_lease_item_clear(&wrong[i]);
         }
         free(wrong);
         if (!keep) {
@@ -407,26 +377,23 @@ static void *lease_thread(void *arg) {
 
 /* ---- submit thread ------------------------------------------------------- */
 
-static char *submit_body(wstate *w, const wbatch *b, int numbers) {
-    json_t *items = json_array();
+/* The submit body of a batch: base64 with lease_id and model, or the legacy
+ * form (JSON numbers, neither). NULL and e set when it cannot be built. */
+static char *submit_body(wstate *w, const wbatch *b, int numbers, donto_err *e) {
+    donto_client_item *ci = calloc(b->n ? b->n : 1, sizeof *ci);
+    if (!ci) {
+        donto_seterr(e, "out of memory");
+        return NULL;
+    }
     for (size_t i = 0; i < b->n; i++) {
         const witem *it = &b->it[i];
-        const float *v = b->vec + i * (size_t)w->dims;
-        json_t *o = json_pack("{s:s, s:s}", "target", donto_proto_target_name(it->target), "item_id", it->item_id);
-        if (numbers) {
-            json_t *a = json_array();
-            for (int k = 0; k < w->dims; k++) json_array_append_new(a, json_real(v[k]));
-            json_object_set_new(o, "vector", a);
-        } else {
-            char *s = donto_proto_f32_b64(v, (size_t)w->dims);
-            json_object_set_new(o, "vector_b64", json_string(s ? s : ""));
-            free(s);
-            json_object_set_new(o, "lease_id", json_integer((json_int_t)it->lease_id));
-            json_object_set_new(o, "model", json_string(it->model));
-        }
-        json_array_append_new(items, o);
+        ci[i] = (donto_client_item){it->target, it->item_id, numbers ? 0 : it->lease_id, numbers ? NULL : it->model,
+                                    b->vec + i * (size_t)w->dims};
     }
-    return dump(json_pack("{s:s, s:o}", "worker_id", w->c->worker_id, "items", items));
+    char *body = NULL;
+    donto_proto_build_submit(w->c->worker_id, ci, b->n, w->dims, numbers, &body, e);
+    free(ci);
+    return body;
 }
 
 /* Current stop deadline (set the first time a stop is seen); 0 when running. */
@@ -446,30 +413,26 @@ static int submit_batch(wstate *w, whttp *h, const wbatch *b) {
         pthread_mutex_lock(&w->mu);
         int numbers = w->legacy_numbers;
         pthread_mutex_unlock(&w->mu);
-        char *body = submit_body(w, b, numbers);
+        donto_err e = {0};
+        char *body = submit_body(w, b, numbers, &e);
+        if (!body) DLOG_WARN("worker: submit of %zu items not built: %s", b->n, e.msg);
         long st = body ? http_post(w, h, "/submit", body) : 0;
         free(body);
         if (st == 200) {
-            json_t *j = h->buf ? json_loads(h->buf, 0, NULL) : NULL;
-            json_t *up = json_object_get(j, "upserted"), *rej = json_object_get(j, "rejected");
-            if (!json_is_integer(up) || (rej && !json_is_array(rej))) {
-                DLOG_WARN("worker: submit answer is malformed; %zu items not counted", b->n);
+            donto_submit_resp r;
+            if (donto_proto_parse_submit_response(h->buf, h->len, &r, &e)) {
+                DLOG_WARN("worker: %s; %zu items not counted", e.msg, b->n);
                 count_error(w);
-                json_decref(j);
                 return 0;
             }
-            size_t nrej = json_array_size(rej);
-            for (size_t i = 0; i < nrej; i++) {
-                json_t *r = json_array_get(rej, i);
-                const char *id = json_string_value(json_object_get(r, "item_id"));
-                const char *why = json_string_value(json_object_get(r, "reason"));
-                DLOG_WARN("worker: item %s rejected: %s", id ? id : "?", why ? why : "?");
-            }
+            for (size_t i = 0; i < r.n_rejected; i++)
+                DLOG_WARN("worker: item %s rejected: %s", r.rejected[i].item_id ? r.rejected[i].item_id : "?",
+                          r.rejected[i].reason ? r.rejected[i].reason : "?");
             pthread_mutex_lock(&w->mu);
-            w->submitted += json_integer_value(up);
-            w->rejected += (int64_t)nrej;
+            w->submitted += r.upserted;
+            w->rejected += (int64_t)r.n_rejected;
             pthread_mutex_unlock(&w->mu);
-            json_decref(j);
+            donto_submit_resp_free(&r);
             return 0;
         }
         if (st == 400 && !numbers) {

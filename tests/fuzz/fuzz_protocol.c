@@ -1,11 +1,11 @@
 /* libFuzzer harness for the coordinator's request parsers
- * (src/coord/protocol.c): lease, submit (JSON numbers and vector_b64),
+ * (src/wire/wire.c): lease, submit (JSON numbers and vector_b64),
  * release and report bodies, plus the base64 float decoder.
  *
  * Input layout: the first byte picks the parser (low 3 bits), the rest is
  * the request body exactly as the server would hand it over (not
  * NUL-terminated: the parsers take a length). Every successful parse is
- * checked for the invariants protocol.h promises and fed to the response
+ * checked for the invariants donto/wire.h promises and fed to the response
  * builder the server would call next, so a broken struct shows up here.
  *
  * Built two ways:
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord/protocol.h"
+#include "donto/wire.h"
 
 #define FZ_ASSERT(c)                                                                  \
     do {                                                                              \
@@ -118,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FZ_ASSERT(r.message);
             size_t chars = 0;
             for (const char *p = r.message; *p; p++) chars += ((unsigned char)*p & 0xC0) != 0x80;
-            FZ_ASSERT(chars <= DONTO_PROTO_REPORT_CHARS);
+            FZ_ASSERT(chars <= DONTO_REPORT_MAX_CHARS);
             donto_report_req_free(&r);
         } else {
             FZ_ASSERT(err.msg[0]);

@@ -1,9 +1,9 @@
-/* donto-accel coordinator: wire protocol, pure functions. See protocol.h and
- * docs/protocol.md. Every input is hostile until checked: lengths are
+/* donto-accel wire protocol, server side: request parsers and response
+ * builders, pure functions. See include/donto/wire.h and docs/protocol.md. Every input is hostile until checked: lengths are
  * bounded before anything is allocated from them, and a parse either fills
  * the whole struct or leaves nothing to free. */
 #define _POSIX_C_SOURCE 200809L
-#include "protocol.h"
+#include "donto/wire.h"
 
 #include <float.h>
 #include <inttypes.h>
@@ -12,39 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
+
+#include "donto/models.h"
+#include "wire_int.h"
 
 /* ---- tables -------------------------------------------------------------- */
-
-static const struct {
-    const char *name;
-    int dims;
-} k_models[] = {
-    {"BAAI/bge-small-en-v1.5", 384},
-    {"BAAI/bge-base-en-v1.5", 768},
-    {"BAAI/bge-large-en-v1.5", 1024},
-    {"sentence-transformers/all-MiniLM-L6-v2", 384},
-};
-
-int donto_proto_model_dims(const char *model) {
-    if (!model) return 0;
-    for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++)
-        if (!strcmp(model, k_models[i].name)) return k_models[i].dims;
-    return 0;
-}
-
-static const char *const k_targets[DONTO_TARGET_N] = {"claim", "predicate", "entity", "memory_chunk"};
-
-int donto_proto_target_parse(const char *s) {
-    if (!s) return -1;
-    for (int t = 0; t < DONTO_TARGET_N; t++)
-        if (!strcmp(s, k_targets[t])) return t;
-    return -1;
-}
-
-const char *donto_proto_target_name(int target) {
-    return target >= 0 && target < DONTO_TARGET_N ? k_targets[target] : "unknown";
-}
 
 const char *donto_proto_reject_code(donto_reject r) {
     switch (r) {
@@ -133,7 +105,7 @@ int donto_proto_parse_lease(const char *body, size_t len, donto_lease_req *out, 
             donto_seterr(err, "\"target\" must be a string or null");
             goto done;
         }
-        out->target = donto_proto_target_parse(json_string_value(t));
+        out->target = donto_target_parse(json_string_value(t));
         if (out->target < 0) {
             donto_seterr(err, "unknown target (expected claim, predicate, entity or memory_chunk)");
             goto done;
@@ -381,7 +353,7 @@ static int parse_item(json_t *o, size_t i, int submit, const b64_lift *lift, don
     json_t *t = json_object_get(o, "target");
     if (!t) return donto_seterr(err, "items[%zu]: missing field \"target\"", i);
     if (!json_is_string(t)) return donto_seterr(err, "items[%zu].target must be a string", i);
-    it->target = donto_proto_target_parse(json_string_value(t));
+    it->target = donto_target_parse(json_string_value(t));
     if (it->target < 0)
         return donto_seterr(err, "items[%zu].target: unknown target (expected claim, predicate, entity or "
                                  "memory_chunk)", i);
@@ -394,7 +366,7 @@ static int parse_item(json_t *o, size_t i, int submit, const b64_lift *lift, don
     }
     if (!submit) return 0;
 
-    const char *model = DONTO_PROTO_DEFAULT_MODEL;
+    const char *model = DONTO_DEFAULT_MODEL;
     json_t *m = json_object_get(o, "model");
     if (m && !json_is_null(m)) {
         if (!json_is_string(m)) return donto_seterr(err, "items[%zu].model must be a string", i);
@@ -404,7 +376,7 @@ static int parse_item(json_t *o, size_t i, int submit, const b64_lift *lift, don
         it->model = strdup(model);
         if (!it->model) return donto_seterr(err, "out of memory");
     }
-    it->dims = donto_proto_model_dims(model);
+    it->dims = donto_model_dims(model);
     if (!it->dims) it->reason = "unknown_model"; /* still check the shape below */
 
     json_t *va = json_object_get(o, "vector"), *vb = json_object_get(o, "vector_b64");
@@ -565,13 +537,13 @@ int donto_proto_parse_report(const char *body, size_t len, donto_report_req *out
         donto_seterr(err, "\"message\" must be a string");
         goto done;
     }
-    /* Keep the first DONTO_PROTO_REPORT_CHARS code points. jansson has
+    /* Keep the first DONTO_REPORT_MAX_CHARS code points. jansson has
      * already checked the UTF-8, so counting lead bytes counts characters
      * and cutting before a lead byte never splits one. */
     const char *s = json_string_value(m);
     size_t n = json_string_length(m), cut = 0, chars = 0;
     while (cut < n) {
-        if (((unsigned char)s[cut] & 0xC0) != 0x80 && chars++ == DONTO_PROTO_REPORT_CHARS) break;
+        if (((unsigned char)s[cut] & 0xC0) != 0x80 && chars++ == DONTO_REPORT_MAX_CHARS) break;
         cut++;
     }
     out->truncated = cut < n;
@@ -655,11 +627,10 @@ int donto_proto_b64_f32(const char *s, size_t len, float *out, size_t cap, size_
     return 0;
 }
 
-char *donto_proto_f32_b64(const float *v, size_t n) {
+size_t donto_wire_f32_b64_into(char *dst, const float *v, size_t n) {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     size_t bytes = n * 4;
-    char *o = malloc((bytes + 2) / 3 * 4 + 1), *p = o;
-    if (!o) return NULL;
+    char *p = dst;
     uint32_t acc = 0;
     int have = 0;
     for (size_t i = 0; i < bytes; i++) {
@@ -679,6 +650,13 @@ char *donto_proto_f32_b64(const float *v, size_t n) {
         *p++ = '=';
     }
     *p = 0;
+    return (size_t)(p - dst);
+}
+
+char *donto_proto_f32_b64(const float *v, size_t n) {
+    char *o = malloc(DONTO_WIRE_B64_LEN(n) + 1);
+    if (!o) return NULL;
+    donto_wire_f32_b64_into(o, v, n);
     return o;
 }
 
@@ -742,89 +720,8 @@ static json_t *store_string(const char *s) {
  * machine; writing the text straight into a buffer costs a fraction of that.
  * The bytes are exactly what json_dumps(JSON_COMPACT) writes for the same
  * tree (test_protocol compares the two on hostile strings), including the
- * store_string() rule for invalid UTF-8. */
-
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int failed;
-} jw;
-
-static void jw_grow(jw *w, size_t more) {
-    if (w->failed || w->len + more <= w->cap) return;
-    size_t cap = w->cap ? w->cap : 4096;
-    while (cap < w->len + more) {
-        if (cap > SIZE_MAX / 2) {
-            w->failed = 1;
-            return;
-        }
-        cap *= 2;
-    }
-    char *p = realloc(w->p, cap);
-    if (!p) {
-        w->failed = 1;
-        return;
-    }
-    w->p = p;
-    w->cap = cap;
-}
-
-static void jw_put(jw *w, const char *s, size_t n) {
-    jw_grow(w, n);
-    if (w->failed) return;
-    memcpy(w->p + w->len, s, n);
-    w->len += n;
-}
-
-static void jw_lit(jw *w, const char *s) { jw_put(w, s, strlen(s)); }
-
-/* The UTF-8 jansson accepts in json_string: utf8proc (already linked for
- * the tokenizer) rejects the same overlong forms, UTF-16 surrogates and
- * code points above U+10FFFF. */
-static int utf8_valid(const char *s) {
-    const utf8proc_uint8_t *u = (const utf8proc_uint8_t *)s;
-    utf8proc_int32_t cp;
-    while (*u) {
-        utf8proc_ssize_t k = utf8proc_iterate(u, -1, &cp);
-        if (k <= 0) return 0;
-        u += k;
-    }
-    return 1;
-}
-
-/* A quoted JSON string, escaped as jansson escapes: \" \\ \b \f \n \r \t,
- * other bytes below 0x20 as \u00XX, everything else (UTF-8 included) as is. */
-static void jw_str(jw *w, const char *s) {
-    if (!s) s = "";
-    int ok = utf8_valid(s);
-    jw_put(w, "\"", 1);
-    const char *run = s;
-    for (const char *c = s;; c++) {
-        unsigned char u = (unsigned char)*c;
-        if (u >= 0x20 && u != '"' && u != '\\' && (ok || u < 0x80)) continue;
-        jw_put(w, run, (size_t)(c - run));
-        run = c + 1;
-        if (!u) break;
-        char esc[8];
-        switch (u) {
-        case '"': jw_put(w, "\\\"", 2); break;
-        case '\\': jw_put(w, "\\\\", 2); break;
-        case '\b': jw_put(w, "\\b", 2); break;
-        case '\f': jw_put(w, "\\f", 2); break;
-        case '\n': jw_put(w, "\\n", 2); break;
-        case '\r': jw_put(w, "\\r", 2); break;
-        case '\t': jw_put(w, "\\t", 2); break;
-        default:
-            if (u >= 0x80) {
-                jw_put(w, "?", 1); /* invalid UTF-8: store_string's rule */
-            } else {
-                snprintf(esc, sizeof esc, "\\u%04X", u);
-                jw_put(w, esc, 6);
-            }
-        }
-    }
-    jw_put(w, "\"", 1);
-}
+ * store_string() rule for invalid UTF-8. The writer (jw) is in wire_int.h,
+ * shared with the client side's request builders. */
 
 char *donto_proto_lease_response(const donto_lease_batch *b) {
     jw w = {0};
@@ -834,7 +731,7 @@ char *donto_proto_lease_response(const donto_lease_batch *b) {
         const donto_leased_item *li = &b->items[i];
         char num[48]; /* ,"lease_id": + 20 digits + } */
         jw_lit(&w, i ? ",{\"target\":" : "{\"target\":");
-        jw_str(&w, donto_proto_target_name((int)li->target));
+        jw_str(&w, donto_target_name(li->target));
         jw_lit(&w, ",\"item_id\":");
         jw_str(&w, li->item_id);
         jw_lit(&w, ",\"model\":");
@@ -866,7 +763,7 @@ char *donto_proto_submit_response(size_t upserted, const donto_items_req *r) {
         }
         json_t *o = json_object();
         put(o, "item_id", json_incref(it->item_id_json), &ok);
-        put(o, "target", json_string(donto_proto_target_name(it->target)), &ok);
+        put(o, "target", json_string(donto_target_name((donto_target)it->target)), &ok);
         put(o, "reason", json_string(it->reason), &ok);
         if (!o || json_array_append_new(rej, o)) ok = 0;
     }
@@ -926,7 +823,7 @@ char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], co
         put(o, "total", json_integer((json_int_t)st[t].total), &ok);
         put(o, "pending", json_integer((json_int_t)st[t].pending), &ok);
         put(o, "leased", json_integer((json_int_t)st[t].leased), &ok);
-        put(root, k_targets[t], o, &ok);
+        put(root, donto_target_name((donto_target)t), o, &ok);
     }
     if (x && x->have_rate) put(root, "items_per_minute", json_integer((json_int_t)x->per_minute), &ok);
     if (x && x->have_contributors) {

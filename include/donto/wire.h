@@ -1,8 +1,10 @@
 /*
- * donto-accel coordinator: the wire protocol as pure functions.
+ * donto-accel: the coordinator's wire protocol as pure functions, both sides.
  *
- * Request bodies (JSON text) are parsed and validated into plain structs;
- * response bodies are built from plain structs. Nothing here does I/O, holds
+ * Server side (src/wire/wire.c): request bodies (JSON text) are parsed and
+ * validated into plain structs; response bodies are built from plain structs.
+ * Client side (src/wire/client.c, used by the worker and the load bench):
+ * request bodies are built, response bodies parsed, the same way. Nothing here does I/O, holds
  * global state or reads a clock, so every function can be fuzzed on its own
  * and the HTTP server (server.c) only moves bytes and calls the store.
  *
@@ -16,8 +18,8 @@
  *     is still stored. A worker with one bad row must not lose the batch.
  * See docs/protocol.md.
  */
-#ifndef DONTO_COORD_PROTOCOL_H
-#define DONTO_COORD_PROTOCOL_H
+#ifndef DONTO_WIRE_H
+#define DONTO_WIRE_H
 
 #include <jansson.h>
 #include <stddef.h>
@@ -30,8 +32,6 @@
 extern "C" {
 #endif
 
-/* Model assumed for a submit item that names none (every legacy worker). */
-#define DONTO_PROTO_DEFAULT_MODEL "BAAI/bge-small-en-v1.5"
 /* Lease sizes above this are capped, not refused (legacy workers ask big). */
 #define DONTO_PROTO_LEASE_MAX 1024
 /* Items per submit/release request: more than a lease can hand out, with room. */
@@ -41,18 +41,11 @@ extern "C" {
 #define DONTO_PROTO_ITEM_ID_MAX 2048
 #define DONTO_PROTO_MODEL_MAX 256
 #define DONTO_PROTO_KIND_MAX 128
-/* A report keeps the first this-many characters (code points) of message. */
-#define DONTO_PROTO_REPORT_CHARS 1500
 /* Accepted distance of a vector's L2 norm from 1. */
 #define DONTO_PROTO_NORM_TOL 1e-3
 
-/* Dimensions of a known model, or 0 when the model is not in the table. */
-int donto_proto_model_dims(const char *model);
-
-/* Target names on the wire ("claim", ...) <-> donto_target; -1 if unknown.
- * Kept here (not only in the store) because they are protocol words. */
-int donto_proto_target_parse(const char *s);
-const char *donto_proto_target_name(int target);
+/* Target names on the wire ("claim", ...) are the store's:
+ * donto_target_parse / donto_target_name (donto/store.h). */
 
 /* Wire reason code of a store verdict ("not_leased", ...); NULL for NONE. */
 const char *donto_proto_reject_code(donto_reject r);
@@ -95,7 +88,7 @@ void donto_items_req_free(donto_items_req *r);
 typedef struct donto_report_req {
     char worker_id[DONTO_PROTO_WORKER_ID_MAX + 1];
     char kind[DONTO_PROTO_KIND_MAX + 1];
-    char *message; /* heap, at most DONTO_PROTO_REPORT_CHARS code points */
+    char *message; /* heap, at most DONTO_REPORT_MAX_CHARS (donto/store.h) code points */
     int truncated;
 } donto_report_req;
 
@@ -150,6 +143,80 @@ typedef struct donto_stats_extra {
     double recent_minutes;
 } donto_stats_extra;
 char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], const donto_stats_extra *x);
+
+/* ---- client side (src/wire/client.c) ------------------------------------
+ *
+ * What a worker (src/worker/worker.c, bench/coord_client.c) sends and reads
+ * back. Builders return 0 with a heap, NUL-terminated JSON body in *out
+ * (free() it), or -1 with err set and *out NULL: a NULL or invalid-UTF-8
+ * string, a target out of range, n < 1, out of memory. Parsers take the
+ * answer's bytes (not NUL-terminated) and return 0 with the struct filled,
+ * or -1 with err set and nothing to free; a malformed answer is an error,
+ * never a crash. Same fields as docs/protocol.md; pure like the rest. */
+
+/* Lease request {"worker_id","n","target"}; target -1 asks for any (null). */
+int donto_proto_build_lease(const char *worker_id, int64_t n, int target, char **out, donto_err *err);
+
+typedef struct donto_lease_item {
+    int target;       /* donto_target */
+    char *item_id;    /* a string id, or an integer id's decimal text */
+    char *text;
+    char *model;      /* DONTO_DEFAULT_MODEL when the answer names none (legacy) */
+    int64_t lease_id; /* 0 when the answer has none (legacy) */
+} donto_lease_item;
+
+typedef struct donto_lease_resp {
+    donto_lease_item *items;
+    size_t n; /* 0: nothing is ready */
+} donto_lease_resp;
+
+/* {"batch": [{"target","item_id","text","model"?,"lease_id"?}, ...]}. */
+int donto_proto_parse_lease_response(const char *body, size_t len, donto_lease_resp *out, donto_err *err);
+void donto_lease_item_clear(donto_lease_item *it); /* frees its strings, zeroes it */
+void donto_lease_resp_free(donto_lease_resp *r);
+
+/* One item of a submit or release request (the caller's memory). */
+typedef struct donto_client_item {
+    int target;           /* donto_target */
+    const char *item_id;
+    int64_t lease_id;     /* sent when > 0 (the fencing token from the lease) */
+    const char *model;    /* submit: sent when non-NULL */
+    const float *vector;  /* submit: dims floats */
+} donto_client_item;
+
+/* Submit request. numbers == 0: "vector_b64" (base64 of little-endian
+ * float32); numbers != 0: "vector" as JSON numbers (the legacy form; a
+ * non-finite component is written as 1e39, a number beyond float range,
+ * which the server rejects as non_finite for that item only). Consecutive
+ * items with the same vector pointer share one rendering. */
+int donto_proto_build_submit(const char *worker_id, const donto_client_item *items, size_t n, int dims,
+                             int numbers, char **out, donto_err *err);
+/* Release request {"worker_id","items":[{"target","item_id","lease_id"?}]}. */
+int donto_proto_build_release(const char *worker_id, const donto_client_item *items, size_t n, char **out,
+                              donto_err *err);
+/* Report request {"worker_id","kind","message"}. */
+int donto_proto_build_report(const char *worker_id, const char *kind, const char *message, char **out,
+                             donto_err *err);
+
+typedef struct donto_submit_reject {
+    char *item_id; /* as the server echoed it (an integer as decimal text); NULL if absent */
+    int target;    /* donto_target, or -1 when absent or unknown */
+    char *reason;  /* NULL if absent */
+} donto_submit_reject;
+
+typedef struct donto_submit_resp {
+    int64_t upserted;
+    donto_submit_reject *rejected;
+    size_t n_rejected;
+    int has_rejected; /* the answer had a "rejected" key (even an empty one) */
+} donto_submit_resp;
+
+/* {"upserted": n, "rejected"?: [{"item_id","target","reason"}, ...]}. */
+int donto_proto_parse_submit_response(const char *body, size_t len, donto_submit_resp *out, donto_err *err);
+void donto_submit_resp_free(donto_submit_resp *r);
+
+/* {"released": n}. */
+int donto_proto_parse_release_response(const char *body, size_t len, int64_t *released, donto_err *err);
 
 #ifdef __cplusplus
 }
