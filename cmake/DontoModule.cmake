@@ -55,7 +55,6 @@ function(donto_module name)
     set_property(GLOBAL APPEND PROPERTY DONTO_OWNED_HEADERS ${h})
   endforeach()
   target_include_directories(${tgt} PUBLIC "${inc}")
-  target_include_directories(${tgt} PRIVATE "${PROJECT_SOURCE_DIR}/src") # TRANSITION
   list(TRANSFORM M_DEPS PREPEND donto_ OUTPUT_VARIABLE deps)
   target_link_libraries(${tgt} PUBLIC ${deps} ${M_LIBS})
   target_compile_definitions(${tgt} PRIVATE DONTO_VERSION="${PROJECT_VERSION}")

@@ -1,6 +1,7 @@
-/* Host-side logic of the GPU engine, tested on the CPU: the token-budget
- * batcher and packing, the buffer plan, the slot ring, and the stream driver
- * run against a fake engine that computes with the CPU forward pass only
+/* The encoder's one batcher (batch.h) and the CUDA engine's memory plan
+ * (gpu_plan.h), tested on the CPU: the token-budget batcher and packing, the
+ * buffer plan, the slot ring, the CPU engine's contract, and the stream
+ * driver run against a fake engine that computes with the CPU forward pass only
  * when a slot is waited on (so a slot overwritten while "in flight" would
  * give wrong vectors), and that records every call to check the ordering. */
 #define _POSIX_C_SOURCE 200809L
@@ -13,6 +14,7 @@
 #include "check.h"
 #include "donto/encoder.h"
 #include "donto/model.h"
+#include "batch.h"
 #include "bert_cpu.h"
 #include "encoder_int.h"
 #include "gpu_plan.h"
@@ -28,15 +30,15 @@ static int rnd(int n) {
 
 static void check_plan(const int *ntok, size_t n, int budget, int max_seqs) {
     size_t *order = malloc(n * sizeof *order);
-    gp_batch *b = malloc(n * sizeof *b);
+    bp_batch *b = malloc(n * sizeof *b);
     size_t nb = 0;
     donto_err err = {0};
-    CHECK(gp_sort_by_length(ntok, n, order) == 0, "sort");
+    CHECK(bp_sort_by_length(ntok, n, order) == 0, "sort");
     for (size_t i = 1; i < n; i++) {
         int a = ntok[order[i - 1]], c = ntok[order[i]];
         CHECK(a < c || (a == c && order[i - 1] < order[i]), "order not (len, idx) at %zu", i);
     }
-    CHECK(gp_plan_batches(ntok, order, n, budget, max_seqs, b, &nb, &err) == 0, "plan: %s", err.msg);
+    CHECK(bp_plan_batches(ntok, order, n, budget, max_seqs, b, &nb, &err) == 0, "plan: %s", err.msg);
     size_t next = 0, tokens = 0;
     for (size_t k = 0; k < nb; k++) {
         CHECK(b[k].first == next, "batch %zu starts at %zu, expected %zu", k, b[k].first, next);
@@ -70,7 +72,7 @@ static void check_plan(const int *ntok, size_t n, int budget, int max_seqs) {
     }
     int32_t *packed = malloc((size_t)budget * sizeof *packed), *cu = malloc(((size_t)max_seqs + 1) * sizeof *cu);
     for (size_t k = 0; k < nb; k++) {
-        gp_pack((const int32_t *const *)ids, ntok, order, &b[k], packed, cu);
+        bp_pack((const int32_t *const *)ids, ntok, order, &b[k], packed, cu);
         CHECK(cu[0] == 0 && cu[b[k].nseq] == b[k].tokens, "batch %zu: cu ends %d..%d", k, cu[0], cu[b[k].nseq]);
         int bad = 0;
         for (int s = 0; s < b[k].nseq; s++) {
@@ -97,24 +99,24 @@ static void test_batcher(void) {
     /* The budget counts tokens, not max length x count: 1000 short ones
      * next to one of 512 still fill batches by their own sizes. */
     size_t *order = malloc((size_t)n * sizeof *order);
-    gp_batch *b = malloc((size_t)n * sizeof *b);
+    bp_batch *b = malloc((size_t)n * sizeof *b);
     size_t nb;
     donto_err err = {0};
     for (int i = 0; i < 1001; i++) l[i] = i == 500 ? 512 : 10;
-    gp_sort_by_length(l, 1001, order);
-    CHECK(gp_plan_batches(l, order, 1001, 2048, 2048, b, &nb, &err) == 0, "plan");
+    bp_sort_by_length(l, 1001, order);
+    CHECK(bp_plan_batches(l, order, 1001, 2048, 2048, b, &nb, &err) == 0, "plan");
     CHECK(nb == 6, "10000 + 512 tokens in 2048-token batches: %zu batches (padded would need 251)", nb);
     /* Refusals. */
     int big[] = {3, 600, 4};
-    gp_sort_by_length(big, 3, order);
-    CHECK(gp_plan_batches(big, order, 3, 512, 16, b, &nb, &err) == -1, "over-budget sequence accepted");
+    bp_sort_by_length(big, 3, order);
+    CHECK(bp_plan_batches(big, order, 3, 512, 16, b, &nb, &err) == -1, "over-budget sequence accepted");
     CHECK_STR_CONTAINS(err.msg, "600 tokens");
     int zero[] = {3, 0};
-    gp_sort_by_length(zero, 2, order);
+    bp_sort_by_length(zero, 2, order);
     err.msg[0] = 0;
-    CHECK(gp_plan_batches(zero, order, 2, 512, 16, b, &nb, &err) == -1, "empty sequence accepted");
+    CHECK(bp_plan_batches(zero, order, 2, 512, 16, b, &nb, &err) == -1, "empty sequence accepted");
     CHECK_STR_CONTAINS(err.msg, "empty");
-    CHECK(gp_plan_batches(lens1, order, 0, 512, 16, b, &nb, &err) == 0 && nb == 0, "no sequences, no batches");
+    CHECK(bp_plan_batches(lens1, order, 0, 512, 16, b, &nb, &err) == 0 && nb == 0, "no sequences, no batches");
     free(order), free(b), free(l);
 }
 
@@ -158,23 +160,23 @@ static void test_bufplan(void) {
 /* ---------- ring ---------- */
 
 static void test_ring(void) {
-    gp_ring r;
+    bp_ring r;
     donto_err err = {0};
-    CHECK(gp_ring_init(&r, 0, &err) == -1 && gp_ring_init(&r, GP_MAX_SLOTS + 1, &err) == -1, "bad slot counts accepted");
-    CHECK(gp_ring_init(&r, 3, &err) == 0, "init");
-    CHECK(gp_ring_oldest(&r) == -1 && gp_ring_retire(&r, 0) == -1, "empty ring retires nothing");
-    CHECK(gp_ring_stage(&r) == 0 && gp_ring_stage(&r) == 1 && gp_ring_stage(&r) == 2, "round robin");
-    CHECK(gp_ring_stage(&r) == -1, "a full ring stages nothing");
-    CHECK(gp_ring_retire(&r, 1) == -1, "retire out of order accepted");
-    CHECK(gp_ring_oldest(&r) == 0 && gp_ring_retire(&r, 0) == 0, "retire the oldest");
-    CHECK(gp_ring_stage(&r) == 0, "a freed slot is reused");
-    CHECK(gp_ring_oldest(&r) == 1, "oldest moves on");
+    CHECK(bp_ring_init(&r, 0, &err) == -1 && bp_ring_init(&r, BP_MAX_SLOTS + 1, &err) == -1, "bad slot counts accepted");
+    CHECK(bp_ring_init(&r, 3, &err) == 0, "init");
+    CHECK(bp_ring_oldest(&r) == -1 && bp_ring_retire(&r, 0) == -1, "empty ring retires nothing");
+    CHECK(bp_ring_stage(&r) == 0 && bp_ring_stage(&r) == 1 && bp_ring_stage(&r) == 2, "round robin");
+    CHECK(bp_ring_stage(&r) == -1, "a full ring stages nothing");
+    CHECK(bp_ring_retire(&r, 1) == -1, "retire out of order accepted");
+    CHECK(bp_ring_oldest(&r) == 0 && bp_ring_retire(&r, 0) == 0, "retire the oldest");
+    CHECK(bp_ring_stage(&r) == 0, "a freed slot is reused");
+    CHECK(bp_ring_oldest(&r) == 1, "oldest moves on");
     /* Random walk against a model: a FIFO of slot numbers. */
-    gp_ring_init(&r, 4, &err);
+    bp_ring_init(&r, 4, &err);
     int fifo[64], head = 0, tail = 0, next = 0, bad = 0;
     for (int step = 0; step < 10000; step++) {
         if (rnd(2)) {
-            int s = gp_ring_stage(&r);
+            int s = bp_ring_stage(&r);
             if (tail - head == 4) bad += s != -1;
             else {
                 bad += s != next;
@@ -182,11 +184,11 @@ static void test_ring(void) {
                 next = (next + 1) % 4;
             }
         } else {
-            int o = gp_ring_oldest(&r);
+            int o = bp_ring_oldest(&r);
             if (tail == head) bad += o != -1;
             else {
                 bad += o != fifo[head % 64];
-                bad += gp_ring_retire(&r, o) != 0;
+                bad += bp_ring_retire(&r, o) != 0;
                 head++;
             }
         }
@@ -235,10 +237,10 @@ typedef struct {
     const donto_bert_weights *w;
     bert_linear_ops ops;
     int pooling, nslots, max_tokens, max_seqs, dim;
-    int32_t *ids[GP_MAX_SLOTS], *cu[GP_MAX_SLOTS];
-    float *out[GP_MAX_SLOTS];
-    int nseq[GP_MAX_SLOTS], ntok[GP_MAX_SLOTS], inflight[GP_MAX_SLOTS];
-    uint64_t order_in[GP_MAX_SLOTS], submitted, waited;
+    int32_t *ids[BP_MAX_SLOTS], *cu[BP_MAX_SLOTS];
+    float *out[BP_MAX_SLOTS];
+    int nseq[BP_MAX_SLOTS], ntok[BP_MAX_SLOTS], inflight[BP_MAX_SLOTS];
+    uint64_t order_in[BP_MAX_SLOTS], submitted, waited;
     int violations, max_inflight, cur_inflight;
     int fail_submit_at, fail_wait_at; /* 1-based call numbers, 0: never */
     int submits, waits;
@@ -284,7 +286,7 @@ static int f_wait(void *ctx, int slot, const float **vec, donto_err *err) {
 }
 
 static void fake_init(fake *f, const donto_bert_weights *w, int pooling, int nslots, int max_tokens, int max_seqs,
-                      int maxlen, gp_engine *e) {
+                      int maxlen, bp_engine *e) {
     memset(f, 0, sizeof *f);
     f->w = w, f->pooling = pooling, f->nslots = nslots, f->max_tokens = max_tokens, f->max_seqs = max_seqs;
     f->dim = w->cfg.hidden;
@@ -296,7 +298,8 @@ static void fake_init(fake *f, const donto_bert_weights *w, int pooling, int nsl
     }
     f->scratch_bytes = bert_cpu_scratch_bytes(&w->cfg, &f->ops, max_tokens, maxlen, 1);
     f->scratch = donto_aligned_alloc(f->scratch_bytes);
-    *e = (gp_engine){f, nslots, max_tokens, max_seqs, f->dim, f_ids, f_cu, f_submit, f_wait};
+    *e = (bp_engine){.ctx = f, .nslots = nslots, .max_tokens = max_tokens, .max_seqs = max_seqs, .dim = f->dim,
+                     .async = 1, .slot_ids = f_ids, .slot_cu = f_cu, .submit = f_submit, .wait = f_wait};
 }
 
 static void fake_free(fake *f) {
@@ -340,22 +343,22 @@ static void test_stream(const char *dir) {
 
     for (int nslots = 1; nslots <= 4; nslots++) {
         fake f;
-        gp_engine e;
+        bp_engine e;
         fake_init(&f, w, DONTO_POOL_MEAN, nslots, 300, 40, maxpos, &e);
-        gp_stream st;
-        CHECK(gp_stream_init(&st, &e, &err) == 0, "stream init");
+        bp_stream st;
+        CHECK(bp_stream_init(&st, &e, &err) == 0, "stream init");
         memset(got, 0, n * (size_t)H * 4);
         /* Three feeds of uneven size (chunks), drained once at the end:
          * batches of one chunk stay in flight while the next is fed. */
         size_t cuts[] = {0, 123, 450, n};
         int rc = 0;
         for (int c = 0; c < 3; c++)
-            rc |= gp_stream_feed(&st, (const int32_t *const *)ids + cuts[c], ntok + cuts[c], cuts[c + 1] - cuts[c],
+            rc |= bp_stream_feed(&st, (const int32_t *const *)ids + cuts[c], ntok + cuts[c], cuts[c + 1] - cuts[c],
                                  got + cuts[c] * (size_t)H, &err);
         /* Feeds return with the pipeline full: the caller's next round of
          * tokenising overlaps the device. */
         CHECK(st.ring.inflight == nslots, "%d of %d slots in flight after the feeds", st.ring.inflight, nslots);
-        rc |= gp_stream_drain(&st, &err);
+        rc |= bp_stream_drain(&st, &err);
         CHECK(rc == 0, "feed/drain: %s", err.msg);
         CHECK(f.violations == 0, "%d ordering violations with %d slots", f.violations, nslots);
         CHECK(f.max_inflight == nslots, "at most %d in flight, reached %d (overlap)", nslots, f.max_inflight);
@@ -369,31 +372,31 @@ static void test_stream(const char *dir) {
         /* A failing submit: error out, nothing left in flight, next feed works. */
         f.fail_submit_at = f.submits + 3;
         err.msg[0] = 0;
-        CHECK(gp_stream_feed(&st, (const int32_t *const *)ids, ntok, n, got, &err) == -1, "submit failure surfaces");
+        CHECK(bp_stream_feed(&st, (const int32_t *const *)ids, ntok, n, got, &err) == -1, "submit failure surfaces");
         CHECK_STR_CONTAINS(err.msg, "submit failed");
         CHECK(st.ring.inflight == 0 && f.cur_inflight == 0, "after a failed submit: %d in flight", st.ring.inflight);
         f.fail_wait_at = f.waits + 2;
         err.msg[0] = 0;
-        rc = gp_stream_feed(&st, (const int32_t *const *)ids, ntok, n, got, &err);
-        if (!rc) rc = gp_stream_drain(&st, &err);
+        rc = bp_stream_feed(&st, (const int32_t *const *)ids, ntok, n, got, &err);
+        if (!rc) rc = bp_stream_drain(&st, &err);
         CHECK(rc == -1, "wait failure surfaces");
         CHECK_STR_CONTAINS(err.msg, "device error");
         CHECK(st.ring.inflight == 0 && f.cur_inflight == 0, "after a failed wait: nothing in flight");
         memset(got, 0, n * (size_t)H * 4);
-        rc = gp_stream_feed(&st, (const int32_t *const *)ids, ntok, n, got, &err) || gp_stream_drain(&st, &err);
+        rc = bp_stream_feed(&st, (const int32_t *const *)ids, ntok, n, got, &err) || bp_stream_drain(&st, &err);
         CHECK(rc == 0 && max_diff(ref, got, n * (size_t)H) < 1e-5f, "the stream recovers after errors");
         CHECK(f.violations == 0, "%d violations after errors", f.violations);
         /* An over-budget sequence is refused before anything is staged. */
         fake g;
-        gp_engine e2;
+        bp_engine e2;
         fake_init(&g, w, DONTO_POOL_MEAN, nslots, 16, 4, maxpos, &e2);
-        gp_stream st2;
-        gp_stream_init(&st2, &e2, &err);
-        CHECK(gp_stream_feed(&st2, (const int32_t *const *)ids, ntok, n, got, &err) == -1 && g.submitted == 0,
+        bp_stream st2;
+        bp_stream_init(&st2, &e2, &err);
+        CHECK(bp_stream_feed(&st2, (const int32_t *const *)ids, ntok, n, got, &err) == -1 && g.submitted == 0,
               "over-budget sequence refused");
-        gp_stream_free(&st2);
+        bp_stream_free(&st2);
         fake_free(&g);
-        gp_stream_free(&st);
+        bp_stream_free(&st);
         fake_free(&f);
     }
     for (size_t i = 0; i < n; i++) free(ids[i]);
@@ -402,7 +405,59 @@ static void test_stream(const char *dir) {
     donto_bert_free(w);
 }
 
-/* ---------- the encoder's GPU path (chunked, threaded tokenising) ---------- */
+/* ---------- the CPU engine's contract ---------- */
+
+static void test_cpu_engine(const char *dir) {
+    donto_err err = {0};
+    donto_bert_weights *w;
+    if (donto_bert_load(dir, &w, &err)) {
+        CHECK(0, "load: %s", err.msg);
+        return;
+    }
+    const int H = w->cfg.hidden;
+    bert_linear_ops ops;
+    bert_fp32_ops(&ops, w);
+    bert_cpu_opts co = {.pooling = DONTO_POOL_MEAN, .max_tokens = 64, .max_seqs = 8, .max_len = 32, .threads = 2};
+    bert_cpu *g;
+    CHECK(bert_cpu_open(w, &ops, &co, &g, &err) == 0, "open: %s", err.msg);
+    bp_engine e;
+    bert_cpu_engine(g, &e);
+    donto_encoder_devinfo di;
+    CHECK(e.nslots == 1 && e.async == 0 && e.dim == H && e.max_tokens == 64 && e.max_seqs == 8 && !bp_engine_info(&e, &di),
+          "cpu engine: one synchronous slot, no device figures");
+    const float *vec = NULL;
+    CHECK(bp_engine_wait(&e, 0, &vec, &err) == -1, "wait with nothing in flight accepted");
+    CHECK_STR_CONTAINS(err.msg, "no batch in flight");
+    /* Three sequences packed by hand, against the forward called directly. */
+    const int32_t seq[3][6] = {{2, 7, 9, 3}, {2, 8, 11, 12, 13, 3}, {2, 3}};
+    const int len[3] = {4, 6, 2};
+    int32_t *ids = bp_engine_slot_ids(&e, 0), *cu = bp_engine_slot_cu(&e, 0), packed[12], off[4] = {0};
+    for (int s = 0; s < 3; s++) {
+        memcpy(packed + off[s], seq[s], (size_t)len[s] * 4);
+        off[s + 1] = off[s] + len[s];
+    }
+    memcpy(ids, packed, sizeof packed), memcpy(cu, off, sizeof off);
+    CHECK(bp_engine_submit(&e, 0, 3, 12, 6, &err) == 0, "submit: %s", err.msg);
+    CHECK(bp_engine_submit(&e, 0, 3, 12, 6, &err) == -1, "submit over a batch in flight accepted");
+    CHECK_STR_CONTAINS(err.msg, "not free");
+    CHECK(bp_engine_wait(&e, 0, &vec, &err) == 0 && vec, "wait: %s", err.msg);
+    size_t sb = bert_cpu_scratch_bytes(&w->cfg, &ops, 12, 6, 1);
+    void *scratch = donto_aligned_alloc(sb);
+    float ref[3 * 64];
+    bert_cpu_forward(w, &ops, DONTO_POOL_MEAN, packed, off, 3, ref, scratch, sb, 1);
+    CHECK(max_diff(ref, vec, 3 * (size_t)H) < 1e-5f, "engine vectors differ from the forward");
+    CHECK(bp_engine_submit(&e, 0, 9, 12, 6, &err) == -1 && bp_engine_submit(&e, 0, 2, 65, 6, &err) == -1,
+          "batch outside the plan accepted");
+    CHECK_STR_CONTAINS(err.msg, "outside the plan");
+    free(scratch);
+    bp_engine_close(&e); /* frees g (ASan checks) */
+    CHECK(e.ctx == NULL, "closed");
+    co.threads = 0;
+    CHECK(bert_cpu_open(w, &ops, &co, &g, &err) == -1 && g == NULL, "zero threads accepted");
+    donto_bert_free(w);
+}
+
+/* ---------- the encoder's path on attached engines (chunked, threaded tokenising) ---------- */
 
 static void test_encoder_stream(const char *dir) {
     donto_err err = {0};
@@ -417,15 +472,15 @@ static void test_encoder_stream(const char *dir) {
     const int H = donto_encoder_dim(ref);
     /* Two engines (as with two GPUs): each call is split between them. */
     fake f, f2;
-    gp_engine e, e2;
+    bp_engine e, e2;
     fake_init(&f, w, DONTO_POOL_MEAN, 3, 512, 128, w->cfg.max_position, &e);
     fake_init(&f2, w, DONTO_POOL_MEAN, 2, 300, 64, w->cfg.max_position, &e2);
     CHECK(donto_encoder_attach_engine(enc, &e, &err) == 0, "attach");
-    gp_engine wrong = e;
+    bp_engine wrong = e;
     wrong.dim = H + 1;
     CHECK(donto_encoder_attach_engine(enc, &wrong, &err) == -1, "an engine of another dimension refused");
     CHECK(donto_encoder_attach_engine(enc, &e2, &err) == 0, "attach a second engine");
-    /* More texts than one GPU chunk (8192), so the next chunk is tokenised
+    /* More texts than one async chunk (8192), so the next chunk is tokenised
      * on the helper thread while this one is fed. */
     const size_t n = 20000;
     static const char *words[] = {"the", "quick", "brown", "fox", "dog", "cat", "is", "a", "kind", "of", "animal",
@@ -449,16 +504,34 @@ static void test_encoder_stream(const char *dir) {
     CHECK(sa.tokens == sb.tokens && sa.truncated == sb.truncated && sb.truncated > 0,
           "stats: tokens %zu/%zu truncated %zu/%zu", sa.tokens, sb.tokens, sa.truncated, sb.truncated);
     float d = max_diff(a, b, n * (size_t)H);
-    CHECK(d < 1e-5f, "the encoder's GPU path differs from the CPU path by %g", (double)d);
+    CHECK(d < 1e-5f, "two async engines differ from the CPU engine by %g", (double)d);
     CHECK(f.violations == 0 && f.max_inflight == 3, "violations %d, max in flight %d", f.violations, f.max_inflight);
     CHECK(f2.violations == 0 && f2.max_inflight == 2, "engine 2: violations %d, max in flight %d", f2.violations,
           f2.max_inflight);
     CHECK(f.submits > 10 && f2.submits > 10, "both engines used: %d and %d batches", f.submits, f2.submits);
+    /* A synchronous engine (as the CPU engine): chunks tokenised in line,
+     * the same vectors. */
+    donto_encoder *senc;
+    CHECK(donto_encoder_open(dir, &o, &senc, &err) == 0, "open: %s", err.msg);
+    fake f3;
+    bp_engine e3;
+    fake_init(&f3, w, DONTO_POOL_MEAN, 2, 400, 100, w->cfg.max_position, &e3);
+    e3.async = 0;
+    CHECK(donto_encoder_attach_engine(senc, &e3, &err) == 0, "attach a synchronous engine");
+    memset(b, 0, n * (size_t)H * 4);
+    donto_encode_stats sc;
+    CHECK(donto_encoder_encode(senc, (const char *const *)texts, NULL, n, b, &sc, &err) == 0, "sync encode: %s", err.msg);
+    CHECK(max_diff(a, b, n * (size_t)H) < 1e-5f && sc.tokens == sa.tokens && sc.truncated == sa.truncated,
+          "a synchronous engine gives the CPU engine's vectors and stats");
+    CHECK(f3.violations == 0 && f3.max_inflight == 2, "sync engine: violations %d, max in flight %d", f3.violations,
+          f3.max_inflight);
+    donto_encoder_close(senc);
+    fake_free(&f3);
     /* A device error mid-way: a clear error, then the next call works. */
     f2.fail_wait_at = f2.waits + 5;
     CHECK(donto_encoder_encode(enc, (const char *const *)texts, NULL, n, b, NULL, &err) == -1, "device error surfaces");
     CHECK_STR_CONTAINS(err.msg, "device error");
-    CHECK_STR_CONTAINS(err.msg, "GPU engine 1");
+    CHECK_STR_CONTAINS(err.msg, "engine 1: ");
     memset(b, 0, n * (size_t)H * 4);
     CHECK(donto_encoder_encode(enc, (const char *const *)texts, NULL, n, b, NULL, &err) == 0 &&
               max_diff(a, b, n * (size_t)H) < 1e-5f,
@@ -470,11 +543,11 @@ static void test_encoder_stream(const char *dir) {
     float va[2 * 64], vb[2 * 64];
     CHECK(donto_encoder_encode_ids(ref, ip, nt, 2, va, &err) == 0 && donto_encoder_encode_ids(enc, ip, nt, 2, vb, &err) == 0 &&
               max_diff(va, vb, 2 * (size_t)H) < 1e-5f,
-          "encode_ids on the stream path");
+          "encode_ids on the attached engines");
     int32_t bad[] = {2, 9999, 3};
     const int32_t *bp[] = {bad};
     int nb = 3;
-    CHECK(donto_encoder_encode_ids(enc, bp, &nb, 1, va, &err) == -1, "bad id refused on the stream path");
+    CHECK(donto_encoder_encode_ids(enc, bp, &nb, 1, va, &err) == -1, "bad id refused on the attached engines");
     CHECK(f.violations == 0 && f2.violations == 0, "no violations at the end");
     for (size_t i = 0; i < n; i++) free(texts[i]);
     free(texts), free(a), free(b);
@@ -535,6 +608,7 @@ int main(void) {
         fprintf(stderr, "cannot write %s\n", dir);
         return 1;
     }
+    test_cpu_engine(dir);
     test_stream(dir);
     test_encoder_stream(dir);
     test_device_opts(dir);

@@ -13,15 +13,19 @@
  * With CLS pooling the last layer only needs the CLS rows after attention's
  * keys and values are known, so from its attention onward it runs on S rows.
  *
+ * The engine (end of the file) wraps the forward as a bp_engine with the
+ * same op names as bert_cuda.cu: slot_ids, slot_cu, submit, wait_slot.
+ *
  * Parallelism: OpenMP over rows (GEMM row blocks, LayerNorm, GELU) and over
  * (sequence, head) pairs for attention. OpenBLAS itself runs single-threaded
  * inside each block (set in encoder open), so the two never fight for cores.
  */
-#include "model/bert_cpu.h"
+#include "bert_cpu.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef __AVX2__
@@ -441,4 +445,101 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
         float inv = (float)(1.0 / fmax(sqrt(ss), 1e-12));
         for (int i = 0; i < H; i++) o[i] *= inv;
     }
+}
+
+/* ---------- the engine ---------- */
+
+struct bert_cpu {
+    const donto_bert_weights *w;
+    bert_linear_ops ops;
+    int pooling, threads, max_tokens, max_seqs;
+    int32_t *ids, *cu; /* the one slot: packed ids [max_tokens], offsets [max_seqs + 1] */
+    float *out;        /* [max_seqs, hidden] pooled, normalised vectors */
+    void *scratch;     /* activations of the largest batch */
+    size_t scratch_bytes;
+    int busy;
+};
+
+static int32_t *slot_ids(void *ctx, int slot) {
+    (void)slot;
+    return ((bert_cpu *)ctx)->ids;
+}
+
+static int32_t *slot_cu(void *ctx, int slot) {
+    (void)slot;
+    return ((bert_cpu *)ctx)->cu;
+}
+
+/* The batch runs here and now, on the engine's threads. */
+static int submit(void *ctx, int slot, int nseq, int T, int maxlen, donto_err *err) {
+    bert_cpu *g = ctx;
+    (void)maxlen;
+    if (slot != 0 || g->busy) return donto_seterr(err, "cpu engine: slot %d is not free", slot);
+    if (nseq < 1 || nseq > g->max_seqs || T < nseq || T > g->max_tokens)
+        return donto_seterr(err, "cpu engine: batch of %d sequences / %d tokens outside the plan (%d / %d)", nseq, T,
+                            g->max_seqs, g->max_tokens);
+    bert_cpu_forward(g->w, &g->ops, g->pooling, g->ids, g->cu, nseq, g->out, g->scratch, g->scratch_bytes,
+                     g->threads);
+    g->busy = 1;
+    return 0;
+}
+
+static int wait_slot(void *ctx, int slot, const float **vec, donto_err *err) {
+    bert_cpu *g = ctx;
+    if (slot != 0 || !g->busy) return donto_seterr(err, "cpu engine: slot %d has no batch in flight", slot);
+    g->busy = 0;
+    *vec = g->out;
+    return 0;
+}
+
+static void engine_close(void *ctx) { bert_cpu_close(ctx); }
+
+void bert_cpu_engine(bert_cpu *g, bp_engine *e) {
+    memset(e, 0, sizeof *e);
+    e->ctx = g;
+    e->nslots = 1;
+    e->max_tokens = g->max_tokens;
+    e->max_seqs = g->max_seqs;
+    e->dim = g->w->cfg.hidden;
+    e->async = 0;
+    e->slot_ids = slot_ids;
+    e->slot_cu = slot_cu;
+    e->submit = submit;
+    e->wait = wait_slot;
+    e->info = NULL;
+    e->close = engine_close;
+}
+
+void bert_cpu_close(bert_cpu *g) {
+    if (!g) return;
+    free(g->scratch);
+    free(g->ids);
+    free(g->cu);
+    free(g->out);
+    free(g);
+}
+
+int bert_cpu_open(const donto_bert_weights *w, const bert_linear_ops *ops, const bert_cpu_opts *o, bert_cpu **out,
+                  donto_err *err) {
+    *out = NULL;
+    if (o->max_tokens < 1 || o->max_seqs < 1 || o->max_len < 1 || o->threads < 1)
+        return donto_seterr(err, "cpu engine: budget %d tokens / %d sequences / length %d / %d threads", o->max_tokens,
+                            o->max_seqs, o->max_len, o->threads);
+    bert_cpu *g = calloc(1, sizeof *g);
+    if (!g) return donto_seterr(err, "out of memory");
+    g->w = w, g->ops = *ops, g->pooling = o->pooling, g->threads = o->threads;
+    g->max_tokens = o->max_tokens;
+    g->max_seqs = o->max_seqs < o->max_tokens ? o->max_seqs : o->max_tokens; /* every sequence has >= 1 token */
+    g->scratch_bytes = bert_cpu_scratch_bytes(&w->cfg, &g->ops, g->max_tokens, o->max_len, g->threads);
+    g->scratch = donto_aligned_alloc(g->scratch_bytes);
+    g->ids = malloc((size_t)g->max_tokens * sizeof *g->ids);
+    g->cu = malloc(((size_t)g->max_seqs + 1) * sizeof *g->cu);
+    g->out = malloc((size_t)g->max_seqs * (size_t)w->cfg.hidden * sizeof *g->out);
+    if (!g->scratch || !g->ids || !g->cu || !g->out) {
+        donto_seterr(err, "out of memory for a %d-token batch (%zu bytes of scratch)", g->max_tokens, g->scratch_bytes);
+        bert_cpu_close(g);
+        return -1;
+    }
+    *out = g;
+    return 0;
 }

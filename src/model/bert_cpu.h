@@ -1,10 +1,15 @@
 /*
- * CPU forward pass of a BERT encoder over a packed batch.
+ * The CPU engine: forward pass of a BERT encoder over a packed batch.
  *
  * A batch is nseq sequences laid end to end: sequence s owns token rows
  * [off[s], off[s+1]) of every activation matrix, so the dense layers run as
  * one big GEMM over T = off[nseq] rows with no padding, and only attention
  * looks at sequence boundaries.
+ *
+ * Like the CUDA engine (bert_cuda.h) it plugs into the encoder's one
+ * batcher as a bp_engine (batch.h): one slot (host buffers for the packed
+ * ids, offsets and output vectors) and the scratch of the largest batch;
+ * submit runs bert_cpu_forward on the engine's threads, synchronously.
  */
 #ifndef DONTO_BERT_CPU_H
 #define DONTO_BERT_CPU_H
@@ -12,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "batch.h"
 #include "donto/model.h"
 
 /* Linear-layer backend: fp32 BLAS, or the integer path (quant.c).
@@ -37,6 +43,25 @@ size_t bert_cpu_scratch_bytes(const donto_bert_config *c, const bert_linear_ops 
 void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, int pooling,
                       const int32_t *ids, const int *off, int nseq, float *out, void *scratch,
                       size_t scratch_bytes, int nthreads);
+
+/* ---------- the engine ---------- */
+
+typedef struct bert_cpu bert_cpu;
+
+typedef struct bert_cpu_opts {
+    int pooling;    /* donto_pooling */
+    int max_tokens; /* token budget of one batch */
+    int max_seqs;   /* sequences per batch */
+    int max_len;    /* longest sequence (sizes the attention scratch) */
+    int threads;    /* OpenMP threads of the forward */
+} bert_cpu_opts;
+
+/* w and ops (copied; its ctx is not) must outlive the engine. */
+int bert_cpu_open(const donto_bert_weights *w, const bert_linear_ops *ops, const bert_cpu_opts *o, bert_cpu **out,
+                  donto_err *err);
+void bert_cpu_close(bert_cpu *g);
+/* Fill e with this engine's slot and callbacks (e->ctx = g; e->close frees g). */
+void bert_cpu_engine(bert_cpu *g, bp_engine *e);
 
 /* The fp32 linear backend (OpenBLAS). */
 void bert_fp32_ops(bert_linear_ops *ops, const donto_bert_weights *w);

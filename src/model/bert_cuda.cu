@@ -7,7 +7,7 @@
  *   compute stream  wait up[k]; the forward pass                  record comp[k]
  *   down stream     wait comp[k]; vectors device -> host(pinned)  record done[k]
  * The host only re-packs slot k after waiting on done[k] (the ring in
- * gpu_plan.c guarantees it), so batch k+1's packing and upload run while
+ * batch.c guarantees it), so batch k+1's packing and upload run while
  * batch k computes, and batch k's download overlaps batch k+1's compute.
  * The activation arena is only touched by the compute stream, which runs
  * batches one after the other, so one arena serves every slot.
@@ -25,7 +25,7 @@
  * per batch of thousands of tokens, launch time is small next to the
  * GEMMs. Every CUDA / cuBLASLt call is checked and reported through donto_err.
  */
-#include "model/bert_cuda.h"
+#include "bert_cuda.h"
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/bert_kernels.cuh"
+#include "bert_kernels.cuh"
 
 #define CK(call)                                                                                        \
     do {                                                                                                \
@@ -62,15 +62,15 @@ struct bert_cuda {
     donto_bert_config cfg;
     cublasLtHandle_t lt;
     cudaStream_t up, comp, down;
-    cudaEvent_t ev_up[GP_MAX_SLOTS], ev_comp[GP_MAX_SLOTS], ev_done[GP_MAX_SLOTS];
+    cudaEvent_t ev_up[BP_MAX_SLOTS], ev_comp[BP_MAX_SLOTS], ev_done[BP_MAX_SLOTS];
     int ev_made;
     char *wmem; /* weights */
     const float *word, *pos, *type0, *eln_g, *eln_b;
     dlayer *L;
     gp_bufplan plan;
     char *arena;
-    char *h_slot[GP_MAX_SLOTS], *d_slot[GP_MAX_SLOTS];
-    int busy[GP_MAX_SLOTS];
+    char *h_slot[BP_MAX_SLOTS], *d_slot[BP_MAX_SLOTS];
+    int busy[BP_MAX_SLOTS];
     size_t mem_engine, mem_used;
     char name[256];
     int sm;
@@ -313,16 +313,24 @@ static int wait_slot(void *ctx, int slot, const float **vec, donto_err *err) {
     return 0;
 }
 
-void bert_cuda_engine(bert_cuda *g, gp_engine *e) {
+static int engine_info(const void *ctx, donto_encoder_devinfo *out) { return bert_cuda_info((const bert_cuda *)ctx, out); }
+
+static void engine_close(void *ctx) { bert_cuda_close((bert_cuda *)ctx); }
+
+void bert_cuda_engine(bert_cuda *g, bp_engine *e) {
+    memset(e, 0, sizeof *e);
     e->ctx = g;
     e->nslots = g->nslots;
     e->max_tokens = g->plan.max_tokens;
     e->max_seqs = g->plan.max_seqs;
     e->dim = g->cfg.hidden;
+    e->async = 1;
     e->slot_ids = slot_ids;
     e->slot_cu = slot_cu;
     e->submit = submit;
     e->wait = wait_slot;
+    e->info = engine_info;
+    e->close = engine_close;
 }
 
 /* ---------- open / close ---------- */
@@ -356,8 +364,8 @@ static int open_in(bert_cuda *g, const donto_bert_weights *w, const bert_cuda_op
     const donto_bert_config *c = &w->cfg;
     if (!bk::attention_supported(c->hidden / c->heads))
         return donto_seterr(err, "cuda engine: head size %d is not supported (32, 64 or 128)", c->hidden / c->heads);
-    if (o->nslots < 2 || o->nslots > GP_MAX_SLOTS)
-        return donto_seterr(err, "cuda engine: %d slots (allowed 2..%d)", o->nslots, GP_MAX_SLOTS);
+    if (o->nslots < 2 || o->nslots > BP_MAX_SLOTS)
+        return donto_seterr(err, "cuda engine: %d slots (allowed 2..%d)", o->nslots, BP_MAX_SLOTS);
     int ndev = 0;
     CK(cudaGetDeviceCount(&ndev));
     if (o->gpu < 0 || o->gpu >= ndev)
@@ -411,7 +419,7 @@ int bert_cuda_open(const donto_bert_weights *w, const bert_cuda_opts *o, bert_cu
     bert_cuda *g = (bert_cuda *)calloc(1, sizeof *g);
     if (!g) return donto_seterr(err, "out of memory");
     g->dev = o->gpu, g->bf16 = o->bf16, g->pooling = o->pooling, g->nslots = o->nslots, g->cfg = w->cfg;
-    if (g->nslots > GP_MAX_SLOTS) g->nslots = GP_MAX_SLOTS;
+    if (g->nslots > BP_MAX_SLOTS) g->nslots = BP_MAX_SLOTS;
     if (open_in(g, w, o, err)) {
         donto_preerr(err, "--device cuda (GPU %d, %s)", o->gpu, o->bf16 ? "bf16" : "fp32");
         bert_cuda_close(g);

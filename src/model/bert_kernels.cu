@@ -4,7 +4,7 @@
  * fp32, exact erf GELU, max-subtracted softmax with expf, mean pooling
  * then an L2 norm accumulated in double with torch's 1e-12 clamp.
  */
-#include "model/bert_kernels.cuh"
+#include "bert_kernels.cuh"
 
 #include <math.h>
 

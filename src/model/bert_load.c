@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "donto/model.h"
-#include "model/safetensors.h"
+#include "safetensors.h"
 
 static int get_int(json_t *root, const char *key, int dflt, int min, int max, int *out,
                    donto_err *err) {

@@ -1,12 +1,20 @@
 /*
  * The encoder: tokenizer + packed BERT forward + pooling.
  *
- * encode() works in chunks of texts: tokenize the chunk (in parallel), sort
- * it by length, cut the sorted run into packed batches of at most
- * batch_tokens tokens, run each batch, and scatter the vectors back to input
- * order. Sorting keeps sequences of one batch similar in length, so the
- * attention work splits evenly over threads; packing means no padding token
- * is ever computed.
+ * encode() has one path for every engine: it works in chunks of texts,
+ * tokenises a chunk (in parallel), and feeds it to a bp_stream (batch.c),
+ * which sorts it by length, cuts the sorted run into packed batches of at
+ * most batch_tokens tokens, hands each batch to the engine and scatters the
+ * vectors back to input order. Sorting keeps sequences of one batch similar
+ * in length, so the attention work splits evenly over threads; packing means
+ * no padding token is ever computed.
+ *
+ * The engine is the CPU forward (bert_cpu.c; one per call, so concurrent
+ * calls run in parallel, each with its own scratch) or the attached ones
+ * (one CUDA engine per GPU, or a test's fakes; calls take turns on them).
+ * An asynchronous engine (a GPU) has the next chunk tokenised on a helper
+ * thread while the current one computes; the CPU engine computes with the
+ * host's threads itself, so there tokenising runs in line between feeds.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "donto/encoder.h"
@@ -17,21 +25,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/bert_cpu.h"
-#include "model/encoder_int.h"
-#include "model/gpu_plan.h"
-#include "model/quant.h"
+#include "batch.h"
+#include "bert_cpu.h"
+#include "encoder_int.h"
+#include "quant.h"
 #ifdef DONTO_HAVE_CUDA
-#include "model/bert_cuda.h"
+#include "bert_cuda.h"
 #endif
 
+/* Texts tokenised at a time: the CPU engine runs each chunk as soon as it
+ * is tokenised; for an asynchronous engine (GPU) a chunk is tokenised while
+ * the previous one computes, and a bigger chunk sorts into batches of more
+ * even lengths. */
 #define CHUNK_TEXTS 2048
-/* On the GPU a chunk is tokenised while the previous one computes, and a
- * bigger chunk sorts into batches of more even lengths. */
-#define CHUNK_TEXTS_GPU 8192
+#define CHUNK_TEXTS_ASYNC 8192
+#define CPU_BATCH_TOKENS 4096
 #define GPU_BATCH_TOKENS 16384
 #define GPU_SLOTS 3
 #define DONTO_MAX_ENGINES 16
+
+/* An engine and the stream that feeds it. */
+typedef struct {
+    bp_engine eng;
+    bp_stream st;
+} engine;
 
 struct donto_encoder {
     donto_bert_weights *w;
@@ -40,18 +57,12 @@ struct donto_encoder {
     int pooling;
     bert_linear_ops ops;
     bert_quant *quant; /* integer path, or NULL */
-    /* Stream path (device == DONTO_DEVICE_CUDA): one engine per GPU. */
-    int neng;          /* engines attached; 0: the CPU path */
-    struct {
-        void *gpu;     /* bert_cuda, or NULL (a test's fake) */
-        gp_engine geng;
-        gp_stream gst;
-    } eng[DONTO_MAX_ENGINES];
-    pthread_mutex_t gmu; /* one caller at a time on the engines' streams */
+    /* Attached engines (one CUDA engine per GPU, or a test's fakes); 0: each
+     * call runs on a CPU engine of its own. */
+    int neng;
+    engine eng[DONTO_MAX_ENGINES];
+    pthread_mutex_t gmu; /* one caller at a time on the attached engines */
 };
-
-static int run_engines(donto_encoder *e, const char *const *texts, const size_t *lens, const int32_t *const *ids,
-                       const int *ntok, size_t n, float *out, donto_encode_stats *stats, donto_err *err);
 
 int donto_cuda_built(void) {
 #ifdef DONTO_HAVE_CUDA
@@ -86,7 +97,8 @@ const char *donto_precision_name(donto_precision p) {
     return p == DONTO_PREC_INT16 ? "int16" : p == DONTO_PREC_BF16 ? "bf16" : "fp32";
 }
 
-/* Device half of open: check the device/precision pair, start the engine. */
+/* Device half of open: check the device/precision pair, attach the GPU
+ * engines (the CPU engine is made per call). */
 static int open_device(donto_encoder *e, donto_err *err) {
     if (e->o.device == DONTO_DEVICE_CPU) {
         if (e->o.precision == DONTO_PREC_BF16)
@@ -114,13 +126,12 @@ static int open_device(donto_encoder *e, donto_err *err) {
                              .nslots = GPU_SLOTS};
         bert_cuda *g;
         if (bert_cuda_open(e->w, &co, &g, err)) return -1;
-        gp_engine eng;
+        bp_engine eng;
         bert_cuda_engine(g, &eng);
         if (donto_encoder_attach_engine(e, &eng, err)) {
-            bert_cuda_close(g);
+            bp_engine_close(&eng);
             return -1;
         }
-        e->eng[e->neng - 1].gpu = g;
     }
     return 0;
 #else
@@ -129,31 +140,25 @@ static int open_device(donto_encoder *e, donto_err *err) {
 #endif
 }
 
-int donto_encoder_attach_engine(donto_encoder *e, const gp_engine *eng, donto_err *err) {
+int donto_encoder_attach_engine(donto_encoder *e, const bp_engine *eng, donto_err *err) {
     if (e->neng == DONTO_MAX_ENGINES) return donto_seterr(err, "at most %d engines", DONTO_MAX_ENGINES);
     if (eng->dim != e->w->cfg.hidden) return donto_seterr(err, "engine dimension %d, model %d", eng->dim, e->w->cfg.hidden);
-    int k = e->neng;
-    e->eng[k].gpu = NULL;
-    e->eng[k].geng = *eng;
-    if (gp_stream_init(&e->eng[k].gst, &e->eng[k].geng, err)) return -1;
+    engine *g = &e->eng[e->neng];
+    g->eng = *eng;
+    if (bp_stream_init(&g->st, &g->eng, err)) return -1;
     e->neng++;
     return 0;
 }
 
 int donto_encoder_devinfo_get(const donto_encoder *e, donto_encoder_devinfo *out) {
     memset(out, 0, sizeof *out);
-#ifdef DONTO_HAVE_CUDA
     for (int k = 0; k < e->neng; k++) {
-        if (!e->eng[k].gpu) continue;
         donto_encoder_devinfo d;
-        bert_cuda_info(e->eng[k].gpu, &d);
+        if (!bp_engine_info(&e->eng[k].eng, &d)) continue; /* no device figures (a fake) */
         if (!out->engines) *out = d; /* the first card's name, sm, slots */
         else out->mem_engine += d.mem_engine, out->mem_used_peak += d.mem_used_peak, out->mem_total += d.mem_total;
         out->engines++;
     }
-#else
-    (void)e;
-#endif
     return 0;
 }
 
@@ -165,7 +170,7 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
     else donto_encoder_default_opts(&e->o);
     pthread_mutex_init(&e->gmu, NULL);
     if (e->o.threads <= 0) e->o.threads = donto_ncpu();
-    if (e->o.batch_tokens <= 0) e->o.batch_tokens = e->o.device == DONTO_DEVICE_CUDA ? GPU_BATCH_TOKENS : 4096;
+    if (e->o.batch_tokens <= 0) e->o.batch_tokens = e->o.device == DONTO_DEVICE_CUDA ? GPU_BATCH_TOKENS : CPU_BATCH_TOKENS;
     if (donto_bert_load(dir, &e->w, err)) goto fail;
     const donto_bert_config *c = &e->w->cfg;
     if (e->o.max_len <= 0 || e->o.max_len > c->max_position) e->o.max_len = c->max_position;
@@ -200,10 +205,8 @@ fail:
 void donto_encoder_close(donto_encoder *e) {
     if (!e) return;
     for (int k = 0; k < e->neng; k++) {
-        gp_stream_free(&e->eng[k].gst);
-#ifdef DONTO_HAVE_CUDA
-        bert_cuda_close(e->eng[k].gpu);
-#endif
+        bp_stream_free(&e->eng[k].st);
+        bp_engine_close(&e->eng[k].eng);
     }
     pthread_mutex_destroy(&e->gmu);
     bert_quant_free(e->quant);
@@ -216,16 +219,6 @@ int donto_encoder_dim(const donto_encoder *e) { return e->w->cfg.hidden; }
 const donto_tokenizer *donto_encoder_tokenizer(const donto_encoder *e) { return e->tok; }
 const donto_bert_config *donto_encoder_config(const donto_encoder *e) { return &e->w->cfg; }
 
-typedef struct {
-    int len, idx;
-} len_idx;
-
-static int cmp_len(const void *a, const void *b) {
-    const len_idx *x = a, *y = b;
-    if (x->len != y->len) return x->len < y->len ? -1 : 1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx; /* stable: deterministic batches */
-}
-
 static int check_ids(const donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
                      donto_err *err) {
     const int V = e->w->cfg.vocab_size;
@@ -237,62 +230,6 @@ static int check_ids(const donto_encoder *e, const int32_t *const *ids, const in
                 return donto_seterr(err, "sequence %zu: token id %d outside the vocabulary", i, ids[i][t]);
     }
     return 0;
-}
-
-/* Run sequences ids[i] (ntok[i]) i < n through the model, rows to out. */
-static int run_sorted(donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
-                      float *out, donto_err *err) {
-    const int H = e->w->cfg.hidden;
-    if (check_ids(e, ids, ntok, n, err)) return -1;
-    len_idx *ord = malloc(n * sizeof *ord);
-    if (!ord) return donto_seterr(err, "out of memory");
-    for (size_t i = 0; i < n; i++) ord[i] = (len_idx){ntok[i], (int)i};
-    qsort(ord, n, sizeof *ord, cmp_len);
-    const int budget = e->o.batch_tokens, nt = e->o.threads;
-    size_t maxseq = (size_t)budget; /* every sequence has >= 1 token */
-    if (maxseq > n) maxseq = n;
-    size_t sbytes = bert_cpu_scratch_bytes(&e->w->cfg, &e->ops, budget, e->o.max_len, nt);
-    void *scratch = donto_aligned_alloc(sbytes);
-    int32_t *packed = malloc((size_t)budget * sizeof *packed);
-    int *off = malloc((maxseq + 1) * sizeof *off);
-    float *vec = malloc(maxseq * (size_t)H * sizeof *vec);
-    int rc = 0;
-    if (!scratch || !packed || !off || !vec) {
-        rc = donto_seterr(err, "out of memory for a %d-token batch (%zu bytes of scratch)", budget, sbytes);
-        goto out;
-    }
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        int T = 0, ns = 0;
-        off[0] = 0;
-        while (j < n && (ns == 0 || T + ord[j].len <= budget)) {
-            memcpy(packed + T, ids[ord[j].idx], (size_t)ord[j].len * sizeof *packed);
-            T += ord[j].len;
-            off[++ns] = T;
-            j++;
-        }
-        bert_cpu_forward(e->w, &e->ops, e->pooling, packed, off, ns, vec, scratch, sbytes, nt);
-        for (int s = 0; s < ns; s++)
-            memcpy(out + (size_t)ord[i + (size_t)s].idx * H, vec + (size_t)s * H, (size_t)H * sizeof *vec);
-        i = j;
-    }
-out:
-    free(scratch);
-    free(packed);
-    free(off);
-    free(vec);
-    free(ord);
-    return rc;
-}
-
-int donto_encoder_encode_ids(donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
-                             float *out, donto_err *err) {
-    if (n == 0) return 0;
-    if (e->neng) {
-        if (check_ids(e, ids, ntok, n, err)) return -1;
-        return run_engines(e, NULL, NULL, ids, ntok, n, out, NULL, err);
-    }
-    return run_sorted(e, ids, ntok, n, out, err);
 }
 
 /* Tokenise texts [c0, c0 + m) into ptr/ntok (rows of idbuf). */
@@ -348,48 +285,52 @@ static void tok_bufs_free(tok_bufs *b) {
     free(b->ntok);
 }
 
-/* GPU path on engine k: a helper thread tokenises chunk c+1 (into the other
- * buffer set) while this thread packs and submits chunk c, paced by the
- * device; feeding copies the ids into pinned slots, so chunk c's buffers are
- * free once its feed returns. Vectors land in out as their batches retire. */
-static int encode_on(donto_encoder *e, int k, int threads, const char *const *texts, const size_t *lens, size_t n,
+/* One engine's share of a call, texts (encode) or ids (encode_ids): a text
+ * chunk is tokenised, then fed (sorted, batched, run, scattered back by the
+ * stream); the next chunk is tokenised on a helper thread while an
+ * asynchronous engine computes (into the other buffer set; feeding copies
+ * the ids into the engine's slots, so a chunk's buffers are free once its
+ * feed returns), or in line after the feed for the CPU engine. */
+static int encode_on(donto_encoder *e, engine *g, int threads, const char *const *texts, const size_t *lens, size_t n,
                      float *out, donto_encode_stats *stats, donto_err *err) {
     const int ml = e->o.max_len, H = e->w->cfg.hidden;
-    gp_stream *gst = &e->eng[k].gst;
-    size_t chunk = n < CHUNK_TEXTS_GPU ? n : CHUNK_TEXTS_GPU;
+    const size_t cap = g->eng.async ? CHUNK_TEXTS_ASYNC : CHUNK_TEXTS;
+    size_t chunk = n < cap ? n : cap;
+    const int overlap = g->eng.async && n > chunk;
     tok_bufs b[2] = {{0}};
     int rc = 0;
-    if (tok_bufs_alloc(&b[0], chunk, ml) || (n > chunk && tok_bufs_alloc(&b[1], chunk, ml))) {
+    if (tok_bufs_alloc(&b[0], chunk, ml) || (overlap && tok_bufs_alloc(&b[1], chunk, ml))) {
         tok_bufs_free(&b[0]);
         tok_bufs_free(&b[1]);
         return donto_seterr(err, "out of memory tokenizing %zu texts", chunk);
     }
     tok_job cur = {e, texts, lens, 0, chunk, b[0].idbuf, b[0].ptr, b[0].ntok, 0, 0, threads};
     tokenize_chunk(&cur);
-    for (size_t c0 = 0, x = 0; c0 < n; c0 += chunk, x ^= 1) {
+    for (size_t c0 = 0, x = 0; c0 < n; c0 += chunk) {
         if (stats) stats->tokens += cur.tokens, stats->truncated += cur.truncated;
-        size_t c1 = c0 + cur.m;
-        tok_job next = {e, texts, lens, c1, n - c1 < chunk ? n - c1 : chunk, b[x ^ 1].idbuf, b[x ^ 1].ptr,
-                        b[x ^ 1].ntok, 0, 0, threads};
+        size_t c1 = c0 + cur.m, nx = overlap ? x ^ 1 : x;
+        tok_job next = {e, texts, lens, c1, n - c1 < chunk ? n - c1 : chunk, b[nx].idbuf, b[nx].ptr,
+                        b[nx].ntok, 0, 0, threads};
         pthread_t th;
         int threaded = 0;
-        if (c1 < n) threaded = pthread_create(&th, NULL, tokenize_thread, &next) == 0;
-        rc = gp_stream_feed(gst, (const int32_t *const *)cur.ptr, cur.ntok, cur.m, out + c0 * (size_t)H, err);
+        if (overlap && c1 < n) threaded = pthread_create(&th, NULL, tokenize_thread, &next) == 0;
+        rc = bp_stream_feed(&g->st, (const int32_t *const *)cur.ptr, cur.ntok, cur.m, out + c0 * (size_t)H, err);
         if (threaded) pthread_join(th, NULL);
-        else if (c1 < n && !rc) tokenize_chunk(&next); /* no thread: in line */
+        else if (c1 < n && !rc) tokenize_chunk(&next); /* in line (CPU engine, or no thread) */
         if (rc) break;
         cur = next;
+        x = nx;
     }
-    if (!rc) rc = gp_stream_drain(gst, err);
+    if (!rc) rc = bp_stream_drain(&g->st, err);
     tok_bufs_free(&b[0]);
     tok_bufs_free(&b[1]);
     return rc;
 }
 
-/* One engine's share of a call: texts (encode) or ids (encode_ids). */
 typedef struct {
     donto_encoder *e;
-    int k, threads;
+    engine *g;
+    int threads;
     const char *const *texts;
     const size_t *lens;
     const int32_t *const *ids;
@@ -404,32 +345,59 @@ typedef struct {
 static void *run_share(void *arg) {
     share *s = arg;
     if (s->ids) {
-        gp_stream *g = &s->e->eng[s->k].gst;
-        s->rc = gp_stream_feed(g, s->ids, s->ntok, s->n, s->out, &s->err) || gp_stream_drain(g, &s->err) ? -1 : 0;
+        bp_stream *st = &s->g->st;
+        s->rc = bp_stream_feed(st, s->ids, s->ntok, s->n, s->out, &s->err) || bp_stream_drain(st, &s->err) ? -1 : 0;
     } else {
-        s->rc = encode_on(s->e, s->k, s->threads, s->texts, s->lens, s->n, s->out, &s->stats, &s->err);
+        s->rc = encode_on(s->e, s->g, s->threads, s->texts, s->lens, s->n, s->out, &s->stats, &s->err);
     }
     return NULL;
 }
 
-/* Split n items into one contiguous share per engine (one host thread each,
- * the tokeniser threads divided between them), run, and merge. */
-static int run_engines(donto_encoder *e, const char *const *texts, const size_t *lens, const int32_t *const *ids,
-                       const int *ntok, size_t n, float *out, donto_encode_stats *stats, donto_err *err) {
+/* The CPU engine of one call, for up to n sequences: the batch budget,
+ * threads, precision (e->ops) and pooling of the encoder. */
+static int open_cpu(donto_encoder *e, size_t n, engine *g, donto_err *err) {
+    const int budget = e->o.batch_tokens;
+    bert_cpu_opts co = {.pooling = e->pooling,
+                        .max_tokens = budget,
+                        .max_seqs = n < (size_t)budget ? (int)n : budget,
+                        .max_len = e->o.max_len,
+                        .threads = e->o.threads};
+    bert_cpu *c;
+    if (bert_cpu_open(e->w, &e->ops, &co, &c, err)) return -1;
+    bert_cpu_engine(c, &g->eng);
+    if (bp_stream_init(&g->st, &g->eng, err)) {
+        bp_engine_close(&g->eng);
+        return -1;
+    }
+    return 0;
+}
+
+/* The one path of encode and encode_ids: n items split into one contiguous
+ * share per engine (one host thread each, the tokeniser threads divided
+ * between them), run, merged. */
+static int run(donto_encoder *e, const char *const *texts, const size_t *lens, const int32_t *const *ids,
+               const int *ntok, size_t n, float *out, donto_encode_stats *stats, donto_err *err) {
     const int H = e->w->cfg.hidden;
+    engine cpu, *eng = e->eng;
     int ne = e->neng;
+    if (ne) {
+        pthread_mutex_lock(&e->gmu);
+    } else {
+        if (open_cpu(e, n, &cpu, err)) return -1;
+        eng = &cpu, ne = 1;
+    }
     if ((size_t)ne > n) ne = (int)n;
     share sh[DONTO_MAX_ENGINES];
     pthread_t th[DONTO_MAX_ENGINES];
     int started[DONTO_MAX_ENGINES] = {0};
     int per_threads = e->o.threads / ne > 0 ? e->o.threads / ne : 1;
-    pthread_mutex_lock(&e->gmu);
     size_t at = 0;
     for (int k = 0; k < ne; k++) {
         size_t m = n / (size_t)ne + ((size_t)k < n % (size_t)ne);
-        sh[k] = (share){.e = e, .k = k, .threads = ne == 1 ? e->o.threads : per_threads, .texts = texts ? texts + at : NULL,
-                        .lens = lens ? lens + at : NULL, .ids = ids ? ids + at : NULL, .ntok = ntok ? ntok + at : NULL,
-                        .n = m, .out = out + at * (size_t)H};
+        sh[k] = (share){.e = e, .g = &eng[k], .threads = ne == 1 ? e->o.threads : per_threads,
+                        .texts = texts ? texts + at : NULL, .lens = lens ? lens + at : NULL,
+                        .ids = ids ? ids + at : NULL, .ntok = ntok ? ntok + at : NULL, .n = m,
+                        .out = out + at * (size_t)H};
         at += m;
     }
     /* Share 0 runs on this thread; a share whose thread cannot start too. */
@@ -439,13 +407,18 @@ static int run_engines(donto_encoder *e, const char *const *texts, const size_t 
         if (started[k]) pthread_join(th[k], NULL);
         else run_share(&sh[k]);
     }
-    pthread_mutex_unlock(&e->gmu);
+    if (e->neng) {
+        pthread_mutex_unlock(&e->gmu);
+    } else {
+        bp_stream_free(&cpu.st);
+        bp_engine_close(&cpu.eng);
+    }
     int rc = 0;
     for (int k = 0; k < ne; k++) {
         if (stats) stats->tokens += sh[k].stats.tokens, stats->truncated += sh[k].stats.truncated;
         if (sh[k].rc && !rc) {
             rc = -1;
-            if (ne > 1) donto_seterr(err, "GPU engine %d: %s", k, sh[k].err.msg);
+            if (ne > 1) donto_seterr(err, "engine %d: %s", k, sh[k].err.msg);
             else donto_seterr(err, "%s", sh[k].err.msg);
         }
     }
@@ -456,24 +429,12 @@ int donto_encoder_encode(donto_encoder *e, const char *const *texts, const size_
                          float *out, donto_encode_stats *stats, donto_err *err) {
     if (stats) memset(stats, 0, sizeof *stats);
     if (n == 0) return 0;
-    if (e->neng) return run_engines(e, texts, lens, NULL, NULL, n, out, stats, err);
-    const int ml = e->o.max_len, H = e->w->cfg.hidden;
-    size_t chunk = n < CHUNK_TEXTS ? n : CHUNK_TEXTS;
-    tok_bufs b = {0};
-    int rc = 0;
-    if (tok_bufs_alloc(&b, chunk, ml)) {
-        rc = donto_seterr(err, "out of memory tokenizing %zu texts", chunk);
-        goto out;
-    }
-    for (size_t c0 = 0; c0 < n; c0 += chunk) {
-        size_t m = n - c0 < chunk ? n - c0 : chunk;
-        tok_job j = {e, texts, lens, c0, m, b.idbuf, b.ptr, b.ntok, 0, 0, e->o.threads};
-        tokenize_chunk(&j);
-        if (stats) stats->tokens += j.tokens, stats->truncated += j.truncated;
-        rc = run_sorted(e, (const int32_t *const *)b.ptr, b.ntok, m, out + c0 * (size_t)H, err);
-        if (rc) break;
-    }
-out:
-    tok_bufs_free(&b);
-    return rc;
+    return run(e, texts, lens, NULL, NULL, n, out, stats, err);
+}
+
+int donto_encoder_encode_ids(donto_encoder *e, const int32_t *const *ids, const int *ntok, size_t n,
+                             float *out, donto_err *err) {
+    if (n == 0) return 0;
+    if (check_ids(e, ids, ntok, n, err)) return -1;
+    return run(e, NULL, NULL, ids, ntok, n, out, NULL, err);
 }

@@ -2,13 +2,15 @@
 #ifndef DONTO_ENCODER_INT_H
 #define DONTO_ENCODER_INT_H
 
+#include "batch.h"
 #include "donto/encoder.h"
-#include "model/gpu_plan.h"
 
-/* Route a CPU-opened encoder's encode calls through `eng` with the GPU
- * path's host logic (chunk tokenising on a helper thread, batcher, slot
- * ring). The CUDA engine is attached this way at open; tests attach a CPU
- * fake to run that host logic without a GPU. eng->ctx must outlive e. */
-int donto_encoder_attach_engine(donto_encoder *e, const gp_engine *eng, donto_err *err);
+/* Run e's encode calls on `eng` (and the other attached engines, a share
+ * each) instead of a CPU engine of the call's own, through the same path
+ * (chunked tokenising, batcher, slot ring). The CUDA engines are attached
+ * this way at open, and then closed with e (eng->close); tests attach CPU
+ * fakes (close NULL) to run the path with several slots or engines without
+ * a GPU; eng->ctx must then outlive e. */
+int donto_encoder_attach_engine(donto_encoder *e, const bp_engine *eng, donto_err *err);
 
 #endif

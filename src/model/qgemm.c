@@ -70,7 +70,7 @@
  * same arithmetic (bit-identical results; ~10x slower when the compiler
  * vectorizes it, ~35x on baseline x86-64) is used.
  */
-#include "model/qgemm.h"
+#include "qgemm.h"
 
 #include <assert.h>
 #include <math.h>

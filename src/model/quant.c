@@ -4,11 +4,11 @@
  * calls donto_qgemm through the bert_linear_ops interface, so attention,
  * LayerNorm, GELU and pooling are the very same fp32 code as the reference.
  */
-#include "model/quant.h"
+#include "quant.h"
 
 #include <stdlib.h>
 
-#include "model/qgemm.h"
+#include "qgemm.h"
 
 struct bert_quant {
     int layers, hidden, inter;

@@ -11,7 +11,7 @@
 #define DONTO_QUANT_H
 
 #include "donto/model.h"
-#include "model/bert_cpu.h"
+#include "bert_cpu.h"
 
 typedef struct bert_quant bert_quant;
 

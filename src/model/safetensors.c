@@ -1,6 +1,6 @@
 /* Safetensors reader. See safetensors.h. */
 #define _POSIX_C_SOURCE 200809L
-#include "model/safetensors.h"
+#include "safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -153,7 +153,7 @@ def main():
               % (tokenizers.__version__, lib.utf8proc_version().decode(),
                  lib.utf8proc_unicode_version().decode(), len(diffs), len(ranges)))
     out.write(" * Each range: how HF's older Unicode tables see those code points.\n */\n")
-    out.write('#include "text/unicode_compat.h"\n\n')
+    out.write('#include "unicode_compat.h"\n\n')
     out.write("const donto_ucompat donto_ucompat_table[] = {\n")
     for first, last, kind, ccc, nodecomp in ranges:
         out.write("    {0x%05X, 0x%05X, %s, %d, %d},\n" % (first, last, KIND_NAMES[kind], ccc, nodecomp))
