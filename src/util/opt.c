@@ -63,27 +63,27 @@ static void opt_label(const donto_opt *o, char *buf, size_t n) {
 /* ---- converters ----------------------------------------------------------------- */
 
 static int conv_integer(const char *who, const char *s, long long lo, long long hi, long long *out, donto_err *err) {
-    if (!*s || isspace((unsigned char)*s)) return donto_seterr(err, "%s: '%s' is not a whole number", who, s);
+    if (!*s || isspace((unsigned char)*s)) return donto_seterrc(err, DONTO_E_INVALID, "%s: '%s' is not a whole number", who, s);
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (*end) return donto_seterr(err, "%s: '%s' is not a whole number", who, s);
+    if (*end) return donto_seterrc(err, DONTO_E_INVALID, "%s: '%s' is not a whole number", who, s);
     if (errno == ERANGE || v < lo || v > hi)
-        return donto_seterr(err, "%s: %s is out of range (%lld..%lld)", who, s, lo, hi);
+        return donto_seterrc(err, DONTO_E_INVALID, "%s: %s is out of range (%lld..%lld)", who, s, lo, hi);
     *out = v;
     return 0;
 }
 
 static int conv_double(const char *who, const char *s, double lo, double hi, double *out, donto_err *err) {
-    if (!*s || isspace((unsigned char)*s)) return donto_seterr(err, "%s: '%s' is not a number", who, s);
+    if (!*s || isspace((unsigned char)*s)) return donto_seterrc(err, DONTO_E_INVALID, "%s: '%s' is not a number", who, s);
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (*end) return donto_seterr(err, "%s: '%s' is not a number", who, s);
+    if (*end) return donto_seterrc(err, DONTO_E_INVALID, "%s: '%s' is not a number", who, s);
     int overflow = errno == ERANGE && fabs(v) > 1; /* ERANGE near 0 is underflow: kept */
-    if (!overflow && !isfinite(v)) return donto_seterr(err, "%s: '%s' is not a finite number", who, s);
+    if (!overflow && !isfinite(v)) return donto_seterrc(err, DONTO_E_INVALID, "%s: '%s' is not a finite number", who, s);
     if (overflow || v < lo || v > hi)
-        return donto_seterr(err, "%s: %s is out of range (%g..%g)", who, s, lo, hi);
+        return donto_seterrc(err, DONTO_E_INVALID, "%s: %s is out of range (%g..%g)", who, s, lo, hi);
     *out = v;
     return 0;
 }
@@ -134,12 +134,12 @@ static int apply(const donto_opt *o, const char *who, const char *value, donto_e
                 if (i) strncat(list, "|", sizeof list - strlen(list) - 1);
                 strncat(list, o->choices[i], sizeof list - strlen(list) - 1);
             }
-            return donto_seterr(err, "%s: '%s' is not one of %s", who, value, list);
+            return donto_seterrc(err, DONTO_E_INVALID, "%s: '%s' is not one of %s", who, value, list);
         }
     case DONTO_OPT_CALLBACK:
         if (o->parse(value, o->dest, err)) return donto_preerr(err, "%s", who);
         return 0;
-    default: return donto_seterr(err, "%s: bad option table", who);
+    default: return donto_seterrc(err, DONTO_E_INVALID, "%s: bad option table", who);
     }
 }
 
@@ -187,19 +187,19 @@ static int parse(const donto_opt *opts, int argc, char **argv, int *npos, donto_
             const char *name = a + 2, *eq = strchr(name, '=');
             size_t n = eq ? (size_t)(eq - name) : strlen(name);
             o = find_long(opts, name, n);
-            if (!o) return donto_seterr(err, "unknown option '--%.*s'", (int)n, name);
+            if (!o) return donto_seterrc(err, DONTO_E_INVALID, "unknown option '--%.*s'", (int)n, name);
             opt_label(o, who, sizeof who);
-            if (eq && !takes_value(o)) return donto_seterr(err, "%s takes no value", who);
+            if (eq && !takes_value(o)) return donto_seterrc(err, DONTO_E_INVALID, "%s takes no value", who);
             if (eq) value = eq + 1;
         } else {
             o = find_short(opts, a[1]);
-            if (!o) return donto_seterr(err, "unknown option '-%c'", a[1]);
+            if (!o) return donto_seterrc(err, DONTO_E_INVALID, "unknown option '-%c'", a[1]);
             opt_label(o, who, sizeof who);
-            if (a[2] && !takes_value(o)) return donto_seterr(err, "%s takes no value (in '%s')", who, a);
+            if (a[2] && !takes_value(o)) return donto_seterrc(err, DONTO_E_INVALID, "%s takes no value (in '%s')", who, a);
             if (a[2]) value = a + 2;
         }
         if (takes_value(o) && !value) {
-            if (i + 1 >= argc) return donto_seterr(err, "%s needs a value", who);
+            if (i + 1 >= argc) return donto_seterrc(err, DONTO_E_INVALID, "%s needs a value", who);
             value = argv[++i];
         }
         if (apply(o, who, value, err)) return -1;
@@ -218,10 +218,10 @@ int donto_opt_parse(const donto_opt *opts, int argc, char **argv, int *npos, don
 static int set(const donto_opt *opts, const char *name, const char *value, donto_err *err) {
     const donto_opt *o = strlen(name) == 1 ? find_short(opts, name[0]) : NULL;
     if (!o) o = find_long(opts, name, strlen(name));
-    if (!o) return donto_seterr(err, "unknown option '%s'", name);
+    if (!o) return donto_seterrc(err, DONTO_E_INVALID, "unknown option '%s'", name);
     char who[80];
     opt_label(o, who, sizeof who);
-    if (takes_value(o) && !value) return donto_seterr(err, "%s needs a value", who);
+    if (takes_value(o) && !value) return donto_seterrc(err, DONTO_E_INVALID, "%s needs a value", who);
     return apply(o, who, value, err);
 }
 

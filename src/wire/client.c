@@ -28,13 +28,13 @@
 /* A string field must be present and valid UTF-8 (jw_str would otherwise
  * replace bytes, and the server would see a different id). */
 static int check_str(const char *s, const char *what, donto_err *err) {
-    if (!s) return donto_seterr(err, "%s is missing", what);
-    if (!utf8_valid(s)) return donto_seterr(err, "%s is not valid UTF-8", what);
+    if (!s) return donto_seterrc(err, DONTO_E_INVALID, "%s is missing", what);
+    if (!utf8_valid(s)) return donto_seterrc(err, DONTO_E_INVALID, "%s is not valid UTF-8", what);
     return 0;
 }
 
 static int check_target(int target, const char *what, donto_err *err) {
-    if (target < 0 || target >= DONTO_TARGET_N) return donto_seterr(err, "%s: no such target (%d)", what, target);
+    if (target < 0 || target >= DONTO_TARGET_N) return donto_seterrc(err, DONTO_E_INVALID, "%s: no such target (%d)", what, target);
     return 0;
 }
 
@@ -43,7 +43,7 @@ static int finish(jw *w, char **out, donto_err *err) {
     jw_put(w, "", 1); /* the NUL */
     if (w->failed) {
         free(w->p);
-        return donto_seterr(err, "out of memory");
+        return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
     }
     *out = w->p;
     return 0;
@@ -63,7 +63,7 @@ static void put_int(jw *w, const char *key, int64_t v) {
 int donto_proto_build_lease(const char *worker_id, int64_t n, int target, char **out, donto_err *err) {
     *out = NULL;
     if (check_str(worker_id, "worker_id", err)) return -1;
-    if (n < 1) return donto_seterr(err, "lease: n must be at least 1 (got %" PRId64 ")", n);
+    if (n < 1) return donto_seterrc(err, DONTO_E_INVALID, "lease: n must be at least 1 (got %" PRId64 ")", n);
     if (target != -1 && check_target(target, "lease", err)) return -1;
     jw w = {0};
     put_key_str(&w, "{\"worker_id\":", worker_id);
@@ -124,8 +124,8 @@ int donto_proto_build_submit(const char *worker_id, const donto_client_item *ite
                              int numbers, char **out, donto_err *err) {
     *out = NULL;
     if (check_str(worker_id, "worker_id", err)) return -1;
-    if (dims < 1) return donto_seterr(err, "submit: dims must be at least 1 (got %d)", dims);
-    if (n && !items) return donto_seterr(err, "submit: no items");
+    if (dims < 1) return donto_seterrc(err, DONTO_E_INVALID, "submit: dims must be at least 1 (got %d)", dims);
+    if (n && !items) return donto_seterrc(err, DONTO_E_INVALID, "submit: no items");
     jw w = {0};
     /* base64 is 4/3 of the float bytes; numbers ~12 characters each. */
     jw_grow(&w, 64 + n * (128 + (size_t)dims * (numbers ? 13 : 6)));
@@ -137,7 +137,7 @@ int donto_proto_build_submit(const char *worker_id, const donto_client_item *ite
         const donto_client_item *it = &items[i];
         if (!it->vector) {
             free(w.p);
-            return donto_seterr(err, "items[%zu]: no vector", i);
+            return donto_seterrc(err, DONTO_E_INVALID, "items[%zu]: no vector", i);
         }
         if (put_item_head(&w, it, i, 1, err)) {
             free(w.p);
@@ -166,7 +166,7 @@ int donto_proto_build_release(const char *worker_id, const donto_client_item *it
                               donto_err *err) {
     *out = NULL;
     if (check_str(worker_id, "worker_id", err)) return -1;
-    if (n && !items) return donto_seterr(err, "release: no items");
+    if (n && !items) return donto_seterrc(err, DONTO_E_INVALID, "release: no items");
     jw w = {0};
     put_key_str(&w, "{\"worker_id\":", worker_id);
     jw_lit(&w, ",\"items\":[");
@@ -201,18 +201,18 @@ int donto_proto_build_report(const char *worker_id, const char *kind, const char
  * takes them (the last wins), as the worker always has. */
 static json_t *load_answer(const char *body, size_t len, const char *what, donto_err *err) {
     if (!body || len == 0) {
-        donto_seterr(err, "%s answer is empty", what);
+        donto_seterrc(err, DONTO_E_INVALID, "%s answer is empty", what);
         return NULL;
     }
     json_error_t je;
     json_t *root = json_loadb(body, len, 0, &je);
     if (!root) {
-        donto_seterr(err, "%s answer is not JSON (line %d column %d: %s)", what, je.line, je.column, je.text);
+        donto_seterrc(err, DONTO_E_INVALID, "%s answer is not JSON (line %d column %d: %s)", what, je.line, je.column, je.text);
         return NULL;
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        donto_seterr(err, "%s answer is not a JSON object", what);
+        donto_seterrc(err, DONTO_E_INVALID, "%s answer is not a JSON object", what);
         return NULL;
     }
     return root;
@@ -270,26 +270,26 @@ void donto_lease_resp_free(donto_lease_resp *r) {
 }
 
 static int parse_lease_item(json_t *o, size_t i, donto_lease_item *it, donto_err *err) {
-    if (!json_is_object(o)) return donto_seterr(err, "lease answer item %zu is not an object", i);
+    if (!json_is_object(o)) return donto_seterrc(err, DONTO_E_INVALID, "lease answer item %zu is not an object", i);
     int oom = 0;
     json_t *tg = json_object_get(o, "target");
-    if (!json_is_string(tg)) return donto_seterr(err, "lease answer item %zu: \"target\" is not a string", i);
+    if (!json_is_string(tg)) return donto_seterrc(err, DONTO_E_INVALID, "lease answer item %zu: \"target\" is not a string", i);
     it->target = donto_target_parse(json_string_value(tg));
-    if (it->target < 0) return donto_seterr(err, "lease answer item %zu: unknown target", i);
+    if (it->target < 0) return donto_seterrc(err, DONTO_E_INVALID, "lease answer item %zu: unknown target", i);
     it->item_id = dup_id(json_object_get(o, "item_id"), &oom);
     if (!it->item_id && !oom)
-        return donto_seterr(err, "lease answer item %zu: \"item_id\" is not a string or an integer", i);
+        return donto_seterrc(err, DONTO_E_INVALID, "lease answer item %zu: \"item_id\" is not a string or an integer", i);
     json_t *tx = json_object_get(o, "text");
-    if (!oom && !json_is_string(tx)) return donto_seterr(err, "lease answer item %zu: \"text\" is not a string", i);
+    if (!oom && !json_is_string(tx)) return donto_seterrc(err, DONTO_E_INVALID, "lease answer item %zu: \"text\" is not a string", i);
     if (!oom) it->text = dup_cstr(json_string_value(tx), &oom);
     json_t *md = json_object_get(o, "model");
     if (!oom && md && !json_is_string(md))
-        return donto_seterr(err, "lease answer item %zu: \"model\" is not a string", i);
+        return donto_seterrc(err, DONTO_E_INVALID, "lease answer item %zu: \"model\" is not a string", i);
     if (!oom) it->model = dup_cstr(md ? json_string_value(md) : DONTO_DEFAULT_MODEL, &oom);
-    if (oom) return donto_seterr(err, "out of memory");
+    if (oom) return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
     json_t *lid = json_object_get(o, "lease_id");
     if (lid && !json_is_integer(lid))
-        return donto_seterr(err, "lease answer item %zu: \"lease_id\" is not an integer", i);
+        return donto_seterrc(err, DONTO_E_INVALID, "lease answer item %zu: \"lease_id\" is not an integer", i);
     it->lease_id = lid ? (int64_t)json_integer_value(lid) : 0;
     return 0;
 }
@@ -301,13 +301,13 @@ int donto_proto_parse_lease_response(const char *body, size_t len, donto_lease_r
     int rc = -1;
     json_t *arr = json_object_get(root, "batch");
     if (!json_is_array(arr)) {
-        donto_seterr(err, "lease answer is not {\"batch\": [...]}");
+        donto_seterrc(err, DONTO_E_INVALID, "lease answer is not {\"batch\": [...]}");
         goto done;
     }
     size_t n = json_array_size(arr);
     out->items = calloc(n ? n : 1, sizeof *out->items);
     if (!out->items) {
-        donto_seterr(err, "out of memory");
+        donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -343,12 +343,12 @@ int donto_proto_parse_submit_response(const char *body, size_t len, donto_submit
     int rc = -1;
     json_t *up = json_object_get(root, "upserted"), *rej = json_object_get(root, "rejected");
     if (!json_is_integer(up) || json_integer_value(up) < 0) {
-        donto_seterr(err, "submit answer has no \"upserted\" count");
+        donto_seterrc(err, DONTO_E_INVALID, "submit answer has no \"upserted\" count");
         goto done;
     }
     out->upserted = (int64_t)json_integer_value(up);
     if (rej && !json_is_array(rej)) {
-        donto_seterr(err, "submit answer: \"rejected\" is not an array");
+        donto_seterrc(err, DONTO_E_INVALID, "submit answer: \"rejected\" is not an array");
         goto done;
     }
     out->has_rejected = rej != NULL;
@@ -356,7 +356,7 @@ int donto_proto_parse_submit_response(const char *body, size_t len, donto_submit
     if (n) {
         out->rejected = calloc(n, sizeof *out->rejected);
         if (!out->rejected) {
-            donto_seterr(err, "out of memory");
+            donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
             goto done;
         }
     }
@@ -365,7 +365,7 @@ int donto_proto_parse_submit_response(const char *body, size_t len, donto_submit
         donto_submit_reject *r = &out->rejected[i];
         out->n_rejected = i + 1;
         if (!json_is_object(o)) {
-            donto_seterr(err, "submit answer: rejected[%zu] is not an object", i);
+            donto_seterrc(err, DONTO_E_INVALID, "submit answer: rejected[%zu] is not an object", i);
             goto done;
         }
         /* Fields are taken when they have the right type: the list is for
@@ -376,7 +376,7 @@ int donto_proto_parse_submit_response(const char *body, size_t len, donto_submit
         r->target = json_is_string(tg) ? donto_target_parse(json_string_value(tg)) : -1;
         if (!oom && json_is_string(why)) r->reason = dup_cstr(json_string_value(why), &oom);
         if (oom) {
-            donto_seterr(err, "out of memory");
+            donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
             goto done;
         }
     }
@@ -399,7 +399,7 @@ int donto_proto_parse_release_response(const char *body, size_t len, int64_t *re
     json_t *r = json_object_get(root, "released");
     int rc = 0;
     if (!json_is_integer(r) || json_integer_value(r) < 0)
-        rc = donto_seterr(err, "release answer has no \"released\" count");
+        rc = donto_seterrc(err, DONTO_E_INVALID, "release answer has no \"released\" count");
     else
         *released = (int64_t)json_integer_value(r);
     json_decref(root);

@@ -35,18 +35,18 @@ const char *donto_proto_reject_code(donto_reject r) {
  * "worker_id"s would make "which one did the server use" a question. */
 static json_t *load_object(const char *body, size_t len, donto_err *err) {
     if (!body || len == 0) {
-        donto_seterr(err, "empty body: expected a JSON object");
+        donto_seterrc(err, DONTO_E_INVALID, "empty body: expected a JSON object");
         return NULL;
     }
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        donto_seterr(err, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text);
+        donto_seterrc(err, DONTO_E_INVALID, "invalid JSON at line %d column %d: %s", je.line, je.column, je.text);
         return NULL;
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        donto_seterr(err, "body must be a JSON object");
+        donto_seterrc(err, DONTO_E_INVALID, "body must be a JSON object");
         return NULL;
     }
     return root;
@@ -62,13 +62,13 @@ static int has_control(const char *s, size_t n) {
  * characters, copied into buf. Used for names that end up in logs. */
 static int get_name(json_t *obj, const char *key, char *buf, size_t cap, donto_err *err) {
     json_t *v = json_object_get(obj, key);
-    if (!v) return donto_seterr(err, "missing field \"%s\"", key);
-    if (!json_is_string(v)) return donto_seterr(err, "\"%s\" must be a string", key);
+    if (!v) return donto_seterrc(err, DONTO_E_INVALID, "missing field \"%s\"", key);
+    if (!json_is_string(v)) return donto_seterrc(err, DONTO_E_INVALID, "\"%s\" must be a string", key);
     size_t n = json_string_length(v);
-    if (n == 0) return donto_seterr(err, "\"%s\" must not be empty", key);
-    if (n >= cap) return donto_seterr(err, "\"%s\" is longer than %zu bytes", key, cap - 1);
+    if (n == 0) return donto_seterrc(err, DONTO_E_INVALID, "\"%s\" must not be empty", key);
+    if (n >= cap) return donto_seterrc(err, DONTO_E_INVALID, "\"%s\" is longer than %zu bytes", key, cap - 1);
     const char *s = json_string_value(v);
-    if (has_control(s, n)) return donto_seterr(err, "\"%s\" contains control characters", key);
+    if (has_control(s, n)) return donto_seterrc(err, DONTO_E_INVALID, "\"%s\" contains control characters", key);
     memcpy(buf, s, n);
     buf[n] = 0;
     return 0;
@@ -84,16 +84,16 @@ int donto_proto_parse_lease(const char *body, size_t len, donto_lease_req *out, 
     if (get_name(root, "worker_id", out->worker_id, sizeof out->worker_id, err)) goto done;
     json_t *n = json_object_get(root, "n");
     if (!n) {
-        donto_seterr(err, "missing field \"n\"");
+        donto_seterrc(err, DONTO_E_INVALID, "missing field \"n\"");
         goto done;
     }
     if (!json_is_integer(n)) {
-        donto_seterr(err, "\"n\" must be an integer");
+        donto_seterrc(err, DONTO_E_INVALID, "\"n\" must be an integer");
         goto done;
     }
     json_int_t want = json_integer_value(n);
     if (want < 1) {
-        donto_seterr(err, "\"n\" must be at least 1 (got %" JSON_INTEGER_FORMAT ")", want);
+        donto_seterrc(err, DONTO_E_INVALID, "\"n\" must be at least 1 (got %" JSON_INTEGER_FORMAT ")", want);
         goto done;
     }
     out->capped = want > DONTO_PROTO_LEASE_MAX;
@@ -102,12 +102,12 @@ int donto_proto_parse_lease(const char *body, size_t len, donto_lease_req *out, 
     json_t *t = json_object_get(root, "target");
     if (t && !json_is_null(t)) {
         if (!json_is_string(t)) {
-            donto_seterr(err, "\"target\" must be a string or null");
+            donto_seterrc(err, DONTO_E_INVALID, "\"target\" must be a string or null");
             goto done;
         }
         out->target = donto_target_parse(json_string_value(t));
         if (out->target < 0) {
-            donto_seterr(err, "unknown target (expected claim, predicate, entity or memory_chunk)");
+            donto_seterrc(err, DONTO_E_INVALID, "unknown target (expected claim, predicate, entity or memory_chunk)");
             goto done;
         }
     }
@@ -138,21 +138,21 @@ static int parse_item_id(json_t *v, size_t i, donto_proto_item *it, donto_err *e
     char num[32];
     const char *s;
     size_t n;
-    if (!v) return donto_seterr(err, "items[%zu]: missing field \"item_id\"", i);
+    if (!v) return donto_seterrc(err, DONTO_E_INVALID, "items[%zu]: missing field \"item_id\"", i);
     if (json_is_string(v)) {
         s = json_string_value(v);
         n = json_string_length(v);
-        if (n == 0) return donto_seterr(err, "items[%zu].item_id must not be empty", i);
+        if (n == 0) return donto_seterrc(err, DONTO_E_INVALID, "items[%zu].item_id must not be empty", i);
         if (n > DONTO_PROTO_ITEM_ID_MAX)
-            return donto_seterr(err, "items[%zu].item_id is longer than %d bytes", i, DONTO_PROTO_ITEM_ID_MAX);
+            return donto_seterrc(err, DONTO_E_INVALID, "items[%zu].item_id is longer than %d bytes", i, DONTO_PROTO_ITEM_ID_MAX);
     } else if (json_is_integer(v)) {
         n = (size_t)snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
         s = num;
     } else {
-        return donto_seterr(err, "items[%zu].item_id must be a string or an integer", i);
+        return donto_seterrc(err, DONTO_E_INVALID, "items[%zu].item_id must be a string or an integer", i);
     }
     it->item_id = malloc(n + 1);
-    if (!it->item_id) return donto_seterr(err, "out of memory");
+    if (!it->item_id) return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
     memcpy(it->item_id, s, n);
     it->item_id[n] = 0;
     it->item_id_json = json_incref(v);
@@ -167,14 +167,14 @@ static int parse_vector_array(json_t *arr, size_t i, donto_proto_item *it, donto
     size_t n = json_array_size(arr);
     for (size_t k = 0; k < n; k++)
         if (!json_is_number(json_array_get(arr, k)))
-            return donto_seterr(err, "items[%zu].vector[%zu] is not a number", i, k);
+            return donto_seterrc(err, DONTO_E_INVALID, "items[%zu].vector[%zu] is not a number", i, k);
     if (it->reason) return 0;
     if (n != (size_t)it->dims) {
         it->reason = "wrong_dims";
         return 0;
     }
     float *v = malloc(n * sizeof *v + 1);
-    if (!v) return donto_seterr(err, "out of memory");
+    if (!v) return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
     for (size_t k = 0; k < n; k++) {
         double d = json_number_value(json_array_get(arr, k));
         /* A finite double beyond float range would convert to inf (and the
@@ -315,14 +315,14 @@ give_up:
 }
 
 static int parse_vector_b64(json_t *str, size_t i, const b64_lift *lift, donto_proto_item *it, donto_err *err) {
-    if (!json_is_string(str)) return donto_seterr(err, "items[%zu].vector_b64 must be a string", i);
+    if (!json_is_string(str)) return donto_seterrc(err, DONTO_E_INVALID, "items[%zu].vector_b64 must be a string", i);
     if (it->reason) return 0;
     const char *s = json_string_value(str);
     size_t len = json_string_length(str), nf = 0;
     if (lift) { /* a placeholder "*<k>" (see lift_b64): the span in the body */
         char *end = NULL;
         unsigned long long k = s[0] == '*' ? strtoull(s + 1, &end, 10) : (unsigned long long)-1;
-        if (!end || *end || k >= lift->count) return donto_seterr(err, "internal error: bad vector placeholder");
+        if (!end || *end || k >= lift->count) return donto_seterrc(err, DONTO_E_INVALID, "internal error: bad vector placeholder");
         s = lift->p[k];
         len = lift->n[k];
     }
@@ -336,7 +336,7 @@ static int parse_vector_b64(json_t *str, size_t i, const b64_lift *lift, donto_p
         return 0;
     }
     float *v = malloc(bytes / 4 * sizeof *v + 1);
-    if (!v) return donto_seterr(err, "out of memory");
+    if (!v) return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
     if (donto_proto_b64_f32(s, len, v, bytes / 4, &nf)) {
         free(v);
         it->reason = "bad_base64";
@@ -349,19 +349,19 @@ static int parse_vector_b64(json_t *str, size_t i, const b64_lift *lift, donto_p
 
 static int parse_item(json_t *o, size_t i, int submit, const b64_lift *lift, donto_proto_item *it,
                       donto_err *err) {
-    if (!json_is_object(o)) return donto_seterr(err, "items[%zu] must be an object", i);
+    if (!json_is_object(o)) return donto_seterrc(err, DONTO_E_INVALID, "items[%zu] must be an object", i);
     json_t *t = json_object_get(o, "target");
-    if (!t) return donto_seterr(err, "items[%zu]: missing field \"target\"", i);
-    if (!json_is_string(t)) return donto_seterr(err, "items[%zu].target must be a string", i);
+    if (!t) return donto_seterrc(err, DONTO_E_INVALID, "items[%zu]: missing field \"target\"", i);
+    if (!json_is_string(t)) return donto_seterrc(err, DONTO_E_INVALID, "items[%zu].target must be a string", i);
     it->target = donto_target_parse(json_string_value(t));
     if (it->target < 0)
-        return donto_seterr(err, "items[%zu].target: unknown target (expected claim, predicate, entity or "
+        return donto_seterrc(err, DONTO_E_INVALID, "items[%zu].target: unknown target (expected claim, predicate, entity or "
                                  "memory_chunk)", i);
     if (parse_item_id(json_object_get(o, "item_id"), i, it, err)) return -1;
     json_t *l = json_object_get(o, "lease_id");
     if (l && !json_is_null(l)) {
-        if (!json_is_integer(l)) return donto_seterr(err, "items[%zu].lease_id must be an integer", i);
-        if (json_integer_value(l) < 1) return donto_seterr(err, "items[%zu].lease_id must be positive", i);
+        if (!json_is_integer(l)) return donto_seterrc(err, DONTO_E_INVALID, "items[%zu].lease_id must be an integer", i);
+        if (json_integer_value(l) < 1) return donto_seterrc(err, DONTO_E_INVALID, "items[%zu].lease_id must be positive", i);
         it->lease_id = (int64_t)json_integer_value(l);
     }
     if (!submit) return 0;
@@ -369,12 +369,12 @@ static int parse_item(json_t *o, size_t i, int submit, const b64_lift *lift, don
     const char *model = DONTO_DEFAULT_MODEL;
     json_t *m = json_object_get(o, "model");
     if (m && !json_is_null(m)) {
-        if (!json_is_string(m)) return donto_seterr(err, "items[%zu].model must be a string", i);
+        if (!json_is_string(m)) return donto_seterrc(err, DONTO_E_INVALID, "items[%zu].model must be a string", i);
         if (json_string_length(m) > DONTO_PROTO_MODEL_MAX)
-            return donto_seterr(err, "items[%zu].model is longer than %d bytes", i, DONTO_PROTO_MODEL_MAX);
+            return donto_seterrc(err, DONTO_E_INVALID, "items[%zu].model is longer than %d bytes", i, DONTO_PROTO_MODEL_MAX);
         model = json_string_value(m);
         it->model = strdup(model);
-        if (!it->model) return donto_seterr(err, "out of memory");
+        if (!it->model) return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
     }
     it->dims = donto_model_dims(model);
     if (!it->dims) it->reason = "unknown_model"; /* still check the shape below */
@@ -382,10 +382,10 @@ static int parse_item(json_t *o, size_t i, int submit, const b64_lift *lift, don
     json_t *va = json_object_get(o, "vector"), *vb = json_object_get(o, "vector_b64");
     if (va && json_is_null(va)) va = NULL;
     if (vb && json_is_null(vb)) vb = NULL;
-    if (va && vb) return donto_seterr(err, "items[%zu]: give \"vector\" or \"vector_b64\", not both", i);
-    if (!va && !vb) return donto_seterr(err, "items[%zu]: missing field \"vector\" (or \"vector_b64\")", i);
+    if (va && vb) return donto_seterrc(err, DONTO_E_INVALID, "items[%zu]: give \"vector\" or \"vector_b64\", not both", i);
+    if (!va && !vb) return donto_seterrc(err, DONTO_E_INVALID, "items[%zu]: missing field \"vector\" (or \"vector_b64\")", i);
     if (va) {
-        if (!json_is_array(va)) return donto_seterr(err, "items[%zu].vector must be an array of numbers", i);
+        if (!json_is_array(va)) return donto_seterrc(err, DONTO_E_INVALID, "items[%zu].vector must be an array of numbers", i);
         return parse_vector_array(va, i, it, err);
     }
     return parse_vector_b64(vb, i, lift, it, err);
@@ -450,14 +450,14 @@ static int parse_items(const char *body, size_t len, int submit, int lift_ok, do
     b64_lift lift = {0};
     char *lifted = submit && lift_ok && body ? lift_b64(body, len, &llen, &lift, &oom) : NULL;
     const int use_lift = lifted != NULL;
-    if (oom) return donto_seterr(err, "out of memory");
+    if (oom) return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
     const char *text = lifted ? lifted : body;
     size_t tlen = lifted ? llen : len;
     char *rewritten = submit && text ? rewrite_nonfinite(text, tlen, &rlen, &oom) : NULL;
     if (oom) {
         free(lifted);
         lift_free(&lift);
-        return donto_seterr(err, "out of memory");
+        return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
     }
     json_t *root = rewritten ? load_object(rewritten, rlen, err) : load_object(text, tlen, err);
     free(rewritten);
@@ -471,21 +471,21 @@ static int parse_items(const char *body, size_t len, int submit, int lift_ok, do
     if (get_name(root, "worker_id", out->worker_id, sizeof out->worker_id, err)) goto done;
     json_t *items = json_object_get(root, "items");
     if (!items) {
-        donto_seterr(err, "missing field \"items\"");
+        donto_seterrc(err, DONTO_E_INVALID, "missing field \"items\"");
         goto done;
     }
     if (!json_is_array(items)) {
-        donto_seterr(err, "\"items\" must be an array");
+        donto_seterrc(err, DONTO_E_INVALID, "\"items\" must be an array");
         goto done;
     }
     size_t n = json_array_size(items);
     if (n > DONTO_PROTO_ITEMS_MAX) {
-        donto_seterr(err, "too many items: %zu (at most %d per request)", n, DONTO_PROTO_ITEMS_MAX);
+        donto_seterrc(err, DONTO_E_INVALID, "too many items: %zu (at most %d per request)", n, DONTO_PROTO_ITEMS_MAX);
         goto done;
     }
     out->items = calloc(n ? n : 1, sizeof *out->items);
     if (!out->items) {
-        donto_seterr(err, "out of memory");
+        donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -530,11 +530,11 @@ int donto_proto_parse_report(const char *body, size_t len, donto_report_req *out
     if (get_name(root, "kind", out->kind, sizeof out->kind, err)) goto done;
     json_t *m = json_object_get(root, "message");
     if (!m) {
-        donto_seterr(err, "missing field \"message\"");
+        donto_seterrc(err, DONTO_E_INVALID, "missing field \"message\"");
         goto done;
     }
     if (!json_is_string(m)) {
-        donto_seterr(err, "\"message\" must be a string");
+        donto_seterrc(err, DONTO_E_INVALID, "\"message\" must be a string");
         goto done;
     }
     /* Keep the first DONTO_REPORT_MAX_CHARS code points. jansson has
@@ -549,7 +549,7 @@ int donto_proto_parse_report(const char *body, size_t len, donto_report_req *out
     out->truncated = cut < n;
     out->message = malloc(cut + 1);
     if (!out->message) {
-        donto_seterr(err, "out of memory");
+        donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
         goto done;
     }
     memcpy(out->message, s, cut);
