@@ -25,6 +25,7 @@
 #include <openssl/evp.h>
 
 #include "check.h"
+#include "unitvec.h"
 #include "curlbuf.h"
 #include "donto/coord.h"
 #include "donto/store.h"
@@ -348,16 +349,6 @@ static const char *jstr(json_t *o, const char *k) {
 static void hash_of(const char *tok, uint8_t h[32]) {
     unsigned int hl;
     EVP_Digest(tok, strlen(tok), h, &hl, EVP_sha256(), NULL);
-}
-
-static void unit(float *v, size_t n, unsigned seed) {
-    double ss = 0;
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        v[i] = (float)((int)(seed >> 16 & 0x7fff) - 16384) / 16384.0f;
-        ss += (double)v[i] * v[i];
-    }
-    for (size_t i = 0; i < n; i++) v[i] = (float)(v[i] / sqrt(ss));
 }
 
 static json_t *vec_json(unsigned seed, size_t n, double scale) {

@@ -10,20 +10,11 @@
 #include <string.h>
 
 #include "check.h"
+#include "unitvec.h"
 #include "donto/models.h"
 #include "donto/wire.h"
 
 /* A unit vector of n floats (deterministic). */
-static void unit(float *v, size_t n, unsigned seed) {
-    double ss = 0;
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        v[i] = (float)((int)(seed >> 16 & 0x7fff) - 16384) / 16384.0f;
-        ss += (double)v[i] * v[i];
-    }
-    for (size_t i = 0; i < n; i++) v[i] = (float)(v[i] / sqrt(ss));
-}
-
 /* JSON text of a float array. */
 static char *farr(const float *v, size_t n) {
     size_t cap = n * 20 + 3, len = 0;

@@ -11,21 +11,12 @@
 #include <string.h>
 
 #include "check.h"
+#include "unitvec.h"
 #include "donto/models.h"
 #include "donto/store.h"
 #include "donto/wire.h"
 
 #define DIMS 384
-
-static void unit(float *v, size_t n, unsigned seed) {
-    double ss = 0;
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        v[i] = (float)((int)(seed >> 16 & 0x7fff) - 16384) / 16384.0f;
-        ss += (double)v[i] * v[i];
-    }
-    for (size_t i = 0; i < n; i++) v[i] = (float)(v[i] / sqrt(ss));
-}
 
 static int has_key(const char *body, const char *key) {
     char k[64];

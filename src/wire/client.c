@@ -317,12 +317,7 @@ int donto_proto_parse_lease_response(const char *body, size_t len, donto_lease_r
     rc = 0;
 done:
     json_decref(root);
-    if (rc) {
-        donto_err keep = {0};
-        if (err) keep = *err;
-        donto_lease_resp_free(out);
-        if (err) *err = keep;
-    }
+    if (rc) donto_lease_resp_free(out); /* err is untouched by the free */
     return rc;
 }
 
@@ -383,12 +378,7 @@ int donto_proto_parse_submit_response(const char *body, size_t len, donto_submit
     rc = 0;
 done:
     json_decref(root);
-    if (rc) {
-        donto_err keep = {0};
-        if (err) keep = *err;
-        donto_submit_resp_free(out);
-        if (err) *err = keep;
-    }
+    if (rc) donto_submit_resp_free(out); /* err is untouched by the free */
     return rc;
 }
 

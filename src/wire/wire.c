@@ -496,12 +496,7 @@ static int parse_items(const char *body, size_t len, int submit, int lift_ok, do
 done:
     json_decref(root);
     lift_free(&lift);
-    if (rc) {
-        donto_err keep = {0};
-        if (err) keep = *err;
-        donto_items_req_free(out);
-        if (err) *err = keep;
-    }
+    if (rc) donto_items_req_free(out); /* err is untouched by the free */
     return rc;
 }
 
