@@ -79,6 +79,10 @@ int donto_encoder_encode(donto_encoder *enc, const char *const *texts, const siz
 int donto_encoder_encode_ids(donto_encoder *enc, const int32_t *const *ids, const int *ntok,
                              size_t n, float *out, donto_err *err);
 
+/* The names, indexed by value and NULL-terminated (option tables take them
+ * as choices): donto_precision_names[DONTO_PREC_INT16] is "int16". */
+extern const char *const donto_precision_names[];
+extern const char *const donto_device_names[];
 /* "fp32" / "int16" / "bf16" -> precision; -1 when unknown. */
 int donto_precision_parse(const char *s);
 const char *donto_precision_name(donto_precision p);

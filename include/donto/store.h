@@ -50,6 +50,8 @@ typedef enum {
 
 /* "claim" | "predicate" | "entity" | "memory_chunk" -> target, or -1. */
 int donto_target_parse(const char *s);
+/* The names, indexed by target and NULL-terminated (an option table's choices). */
+extern const char *const donto_target_names[DONTO_TARGET_N + 1];
 const char *donto_target_name(donto_target t);
 
 typedef enum { DONTO_ROLE_CONTRIBUTOR = 0, DONTO_ROLE_ADMIN = 1 } donto_role;

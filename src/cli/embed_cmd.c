@@ -108,10 +108,6 @@ static int write_vectors(FILE *f, int fmt, const chunk *c, const float *v, int d
 }
 
 static const char *const FORMATS[] = {"jsonl", "npy", "f32", NULL};
-static const char *const PRECISIONS[] = {"fp32", "int16", "bf16", NULL};
-static const int PRECISION_VALUES[] = {DONTO_PREC_FP32, DONTO_PREC_INT16, DONTO_PREC_BF16};
-static const char *const DEVICES[] = {"cpu", "cuda", NULL};
-static const int DEVICE_VALUES[] = {DONTO_DEVICE_CPU, DONTO_DEVICE_CUDA};
 
 int donto_embed_cmd(int argc, char **argv) {
     const char *model = NULL, *in = NULL, *outp = NULL;
@@ -129,9 +125,9 @@ int donto_embed_cmd(int argc, char **argv) {
         {DONTO_OPT_CHOICE, "format", 0, &fmt, .choices = FORMATS, .metavar = "F", .help = "jsonl (default) | npy | f32"},
         {DONTO_OPT_INT, "threads", 0, &eo.threads, .min = 1, .max = 1024, .metavar = "N",
          .help = "worker threads (default: all CPUs)"},
-        {DONTO_OPT_CHOICE, "precision", 0, &prec, .choices = PRECISIONS, .values = PRECISION_VALUES, .metavar = "P",
+        {DONTO_OPT_CHOICE, "precision", 0, &prec, .choices = donto_precision_names, .metavar = "P",
          .help = "fp32 (default, reference) | int16 (CPU fast path) | bf16 (GPU)"},
-        {DONTO_OPT_CHOICE, "device", 0, &dev, .choices = DEVICES, .values = DEVICE_VALUES, .metavar = "D",
+        {DONTO_OPT_CHOICE, "device", 0, &dev, .choices = donto_device_names, .metavar = "D",
          .help = "cpu (default) | cuda (needs a -DDONTO_CUDA=ON build; default\n"
                  "precision there bf16, fp32 for parity checks)"},
         {DONTO_OPT_INT, "gpu", 0, &eo.gpu, .min = 0, .max = 1024, .word = "all", .word_value = -1, .metavar = "N|all",

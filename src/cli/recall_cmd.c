@@ -16,10 +16,6 @@
 #include "donto/recall.h"
 #include "donto/store.h"
 
-static const char *const TARGETS[] = {"claim", "predicate", "entity", "memory_chunk", NULL};
-static const int TARGET_VALUES[] = {DONTO_TARGET_CLAIM, DONTO_TARGET_PREDICATE, DONTO_TARGET_ENTITY,
-                                    DONTO_TARGET_MEMORY_CHUNK};
-
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -32,7 +28,7 @@ int donto_recall_cmd(int argc, char **argv) {
         {DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL",
          .help = "SQLite file path, or postgres://... (default " DONTO_STORE_DEFAULT_URL ")"},
         {DONTO_OPT_INT64, NULL, 'k', &k, .min = 1, .max = 1000, .metavar = "N", .help = "how many items (default 10, at most 1000)"},
-        {DONTO_OPT_CHOICE, "target", 0, &target, .choices = TARGETS, .values = TARGET_VALUES, .metavar = "T",
+        {DONTO_OPT_CHOICE, "target", 0, &target, .choices = donto_target_names, .metavar = "T",
          .help = "claim | predicate | entity | memory_chunk (default claim)"},
         {DONTO_OPT_STRING, "model", 0, &model_dir, .metavar = "DIR",
          .help = "the model that embeds the query (default " DONTO_FETCH_DEFAULT_DIR ")"},

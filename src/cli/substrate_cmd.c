@@ -167,17 +167,13 @@ int donto_wordnet_cmd(int argc, char **argv) {
 
 /* ---- enqueue ---------------------------------------------------------------- */
 
-static const char *const TARGETS[] = {"claim", "predicate", "entity", "memory_chunk", NULL};
-static const int TARGET_VALUES[] = {DONTO_TARGET_CLAIM, DONTO_TARGET_PREDICATE, DONTO_TARGET_ENTITY,
-                                    DONTO_TARGET_MEMORY_CHUNK};
-
 int donto_enqueue_cmd(int argc, char **argv) {
     const char *db = DONTO_STORE_DEFAULT_URL, *model = NULL, *model_dir = NULL;
     int target = -1;
     int64_t cap = DONTO_CHUNK_TOKEN_CAP, batch = DONTO_ENQUEUE_BATCH;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP},
-        {DONTO_OPT_CHOICE, "target", 0, &target, .choices = TARGETS, .values = TARGET_VALUES, .metavar = "T",
+        {DONTO_OPT_CHOICE, "target", 0, &target, .choices = donto_target_names, .metavar = "T",
          .help = "claim, predicate, entity or memory_chunk (default: all)"},
         {DONTO_OPT_STRING, "model", 0, &model, .metavar = "NAME",
          .help = "the model the vectors are for (default: DIR/model_name.txt\n"

@@ -39,10 +39,6 @@ static char *read_line(const char *path) {
 static const char *const TARGETS[] = {"any", "claim", "predicate", "entity", "memory_chunk", NULL};
 static const int TARGET_VALUES[] = {-1, DONTO_TARGET_CLAIM, DONTO_TARGET_PREDICATE, DONTO_TARGET_ENTITY,
                                     DONTO_TARGET_MEMORY_CHUNK};
-static const char *const PRECISIONS[] = {"fp32", "int16", "bf16", NULL};
-static const int PRECISION_VALUES[] = {DONTO_PREC_FP32, DONTO_PREC_INT16, DONTO_PREC_BF16};
-static const char *const DEVICES[] = {"cpu", "cuda", NULL};
-static const int DEVICE_VALUES[] = {DONTO_DEVICE_CPU, DONTO_DEVICE_CUDA};
 
 int donto_work_cmd(int argc, char **argv) {
     donto_worker_config c;
@@ -72,9 +68,9 @@ int donto_work_cmd(int argc, char **argv) {
                  "(default: DIR/model_name.txt if present, else " DONTO_DEFAULT_MODEL ")"},
         {DONTO_OPT_INT, "threads", 0, &threads, .min = 0, .max = 4096, .metavar = "N",
          .help = "encoder threads (default all CPUs)"},
-        {DONTO_OPT_CHOICE, "precision", 0, &prec, .choices = PRECISIONS, .values = PRECISION_VALUES, .metavar = "P",
+        {DONTO_OPT_CHOICE, "precision", 0, &prec, .choices = donto_precision_names, .metavar = "P",
          .help = "fp32 (default on the CPU) | int16 | bf16 (default on cuda)"},
-        {DONTO_OPT_CHOICE, "device", 0, &dev, .choices = DEVICES, .values = DEVICE_VALUES, .metavar = "D",
+        {DONTO_OPT_CHOICE, "device", 0, &dev, .choices = donto_device_names, .metavar = "D",
          .help = "cpu (default) | cuda; EMBED_CUDA=1 means cuda"},
         {DONTO_OPT_INT, "gpu", 0, &gpu, .min = 0, .max = 1024, .word = "all", .word_value = -1, .metavar = "N|all",
          .env = "EMBED_GPU", .help = "CUDA device ordinal (default 0); all: one engine per GPU"},

@@ -72,11 +72,18 @@ int donto_cuda_built(void) {
 #endif
 }
 
-int donto_device_parse(const char *s) {
-    if (!strcmp(s, "cpu")) return DONTO_DEVICE_CPU;
-    if (!strcmp(s, "cuda")) return DONTO_DEVICE_CUDA;
+const char *const donto_device_names[] = {[DONTO_DEVICE_CPU] = "cpu", [DONTO_DEVICE_CUDA] = "cuda", NULL};
+const char *const donto_precision_names[] = {
+    [DONTO_PREC_FP32] = "fp32", [DONTO_PREC_INT16] = "int16", [DONTO_PREC_BF16] = "bf16", NULL};
+
+/* The index of s in a NULL-terminated name table, or -1. */
+static int name_index(const char *const *names, const char *s) {
+    for (int i = 0; s && names[i]; i++)
+        if (!strcmp(s, names[i])) return i;
     return -1;
 }
+
+int donto_device_parse(const char *s) { return name_index(donto_device_names, s); }
 
 const char *donto_device_name(donto_device d) { return d == DONTO_DEVICE_CUDA ? "cuda" : "cpu"; }
 
@@ -86,12 +93,7 @@ void donto_encoder_default_opts(donto_encoder_opts *o) {
     o->pooling = -1;
 }
 
-int donto_precision_parse(const char *s) {
-    if (!strcmp(s, "fp32")) return DONTO_PREC_FP32;
-    if (!strcmp(s, "int16")) return DONTO_PREC_INT16;
-    if (!strcmp(s, "bf16")) return DONTO_PREC_BF16;
-    return -1;
-}
+int donto_precision_parse(const char *s) { return name_index(donto_precision_names, s); }
 
 const char *donto_precision_name(donto_precision p) {
     return p == DONTO_PREC_INT16 ? "int16" : p == DONTO_PREC_BF16 ? "bf16" : "fp32";

@@ -9,18 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const TARGET_NAMES[DONTO_TARGET_N] = {"claim", "predicate", "entity",
-                                                         "memory_chunk"};
+const char *const donto_target_names[DONTO_TARGET_N + 1] = {"claim", "predicate", "entity",
+                                                            "memory_chunk", NULL};
 
 int donto_target_parse(const char *s) {
     if (!s) return -1;
     for (int i = 0; i < DONTO_TARGET_N; i++)
-        if (strcmp(s, TARGET_NAMES[i]) == 0) return i;
+        if (strcmp(s, donto_target_names[i]) == 0) return i;
     return -1;
 }
 
 const char *donto_target_name(donto_target t) {
-    return (t >= 0 && t < DONTO_TARGET_N) ? TARGET_NAMES[t] : "unknown";
+    return (t >= 0 && t < DONTO_TARGET_N) ? donto_target_names[t] : "unknown";
 }
 
 const char *donto_reject_reason(donto_reject r) {
