@@ -317,11 +317,7 @@ static int pg_migrate(donto_store *b, const donto_migrations *set, donto_err *er
                    " PRIMARY KEY (module, version))",
                    err))
             return pg_abort(s);
-        if (legacy && pg_cmd_step(s,
-                                  "INSERT INTO donto_migrations SELECT CASE WHEN version < 10 THEN 'store'"
-                                  " ELSE 'substrate' END, CASE WHEN version < 10 THEN version"
-                                  " ELSE version - 9 END, name, applied FROM schema_migrations",
-                                  "carry over schema_migrations", err))
+        if (legacy && pg_cmd_step(s, DONTO_MIGRATIONS_CARRY_OVER, "carry over schema_migrations", err))
             return pg_abort(s);
     }
     for (size_t i = 0; i < set->n; i++) {

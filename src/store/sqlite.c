@@ -204,13 +204,12 @@ static int sq_busy(void *arg, int count) {
 static int sq_migrations_table(sq_store *s, donto_err *err) {
     if (sq_begin(s, err)) return -1;
     sqlite3_stmt *st = NULL;
-    int fresh = 0, legacy = 0;
+    int fresh = 1, legacy = 0;
     if (sqlite3_prepare_v2(s->db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN"
                            " ('donto_migrations', 'schema_migrations')", -1, &st, NULL) != SQLITE_OK) {
         sq_fail(s, err, "read sqlite_master");
         return sq_abort(s);
     }
-    fresh = 1;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *t = (const char *)sqlite3_column_text(st, 0);
@@ -228,11 +227,7 @@ static int sq_migrations_table(sq_store *s, donto_err *err) {
                     " name TEXT NOT NULL, applied INTEGER NOT NULL, PRIMARY KEY (module, version))",
                     err))
             return sq_abort(s);
-        if (legacy && sq_exec_step(s,
-                                   "INSERT INTO donto_migrations SELECT CASE WHEN version < 10 THEN 'store'"
-                                   " ELSE 'substrate' END, CASE WHEN version < 10 THEN version"
-                                   " ELSE version - 9 END, name, applied FROM schema_migrations",
-                                   "carry over schema_migrations", err))
+        if (legacy && sq_exec_step(s, DONTO_MIGRATIONS_CARRY_OVER, "carry over schema_migrations", err))
             return sq_abort(s);
     }
     return sq_commit(s, err);

@@ -42,8 +42,11 @@ extern const donto_migrations DONTO_STORE_MIGRATIONS;
 /* The table that records applied migrations, per (module, version). A
  * database made before the registry kept one list, schema_migrations, in
  * which 1-9 were the store's and 10 and up the substrate's (10 = its 1);
- * each backend's migrate copies those rows over once, in the same
- * transaction that creates donto_migrations. */
-#define DONTO_MIGRATIONS_LEGACY_SPLIT 10
+ * each backend's migrate runs this statement (the same SQL on both) once,
+ * in the transaction that creates donto_migrations. */
+#define DONTO_MIGRATIONS_CARRY_OVER                                                      \
+    "INSERT INTO donto_migrations SELECT CASE WHEN version < 10 THEN 'store'"             \
+    " ELSE 'substrate' END, CASE WHEN version < 10 THEN version ELSE version - 9 END,"    \
+    " name, applied FROM schema_migrations"
 
 #endif
