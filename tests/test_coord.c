@@ -23,6 +23,9 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <sqlite3.h>
+#include <strings.h>
+#include <libpq-fe.h>
 
 #include "check.h"
 #include "unitvec.h"
@@ -202,7 +205,8 @@ static int f_token_add(donto_store *s, const char *name, donto_role role, const 
 /* Hashes compared in constant time, as a real lookup should not leak how
  * many leading bytes of a presented hash matched. */
 static int f_token_check(donto_store *s, const uint8_t hash[32], int *found, donto_role *role, char *name,
-                         size_t cap, donto_err *e) {
+                         size_t cap, donto_trust *trust, donto_err *e) {
+    (void)trust; /* the fake keeps no trust record: every token is in good standing */
     fakedb *db = DB(s);
     if (db->down) return donto_seterrc(e, DONTO_E_UNAVAILABLE, "fake: down");
     *found = 0;
@@ -263,6 +267,19 @@ static const char *g_base = "/embed";
 static const char *g_scheme = "http"; /* "https" in test_tls */
 static const char *g_cafile;          /* CA bundle for https (NULL: the system's) */
 static CURLcode g_curl_rc;            /* transport result of the last request */
+static char g_retry_after[32];        /* the last answer's Retry-After header ("" if none) */
+
+static size_t on_header(char *d, size_t sz, size_t nm, void *u) {
+    (void)u;
+    size_t n = sz * nm;
+    if (n > 12 && !strncasecmp(d, "Retry-After:", 12)) {
+        size_t k = 0;
+        for (size_t i = 12; i < n && k + 1 < sizeof g_retry_after; i++)
+            if (d[i] >= '0' && d[i] <= '9') g_retry_after[k++] = d[i];
+        g_retry_after[k] = 0;
+    }
+    return n;
+}
 
 
 typedef struct {
@@ -304,6 +321,8 @@ static long http_ex(const char *method, const char *path, const char *token, con
     if (g_cafile) curl_easy_setopt(c, CURLOPT_CAINFO, g_cafile);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    g_retry_after[0] = 0;
     if (!strcmp(method, "POST")) {
         curl_easy_setopt(c, CURLOPT_POST, 1L);
         if (chunked) {
@@ -391,6 +410,8 @@ static int64_t test_clock(void *ctx) {
 }
 
 /* Start a coordinator on an ephemeral loopback port. */
+static double g_lease_per_s = -1; /* no lease rate limit, unless a test sets one */
+
 static donto_coord *start(int (*open)(void *, donto_store **, donto_err *), void *ctx, int threads, int pool,
                           size_t max_body) {
     donto_coord_config cfg;
@@ -405,6 +426,7 @@ static donto_coord *start(int (*open)(void *, donto_store **, donto_err *), void
     cfg.lease_ttl_ms = 60000;
     cfg.pool_wait_s = 5;
     cfg.version = "test";
+    cfg.lease_per_s = g_lease_per_s; /* the limits have a test of their own */
     donto_coord *c = NULL;
     donto_err e = {0};
     CHECK(donto_coord_start(&cfg, &c, &e) == 0, "start: %s", e.msg);
@@ -1039,6 +1061,239 @@ static void test_cli(void) {
 
 /* `test_coord pg`: the scenario over PostgreSQL at DONTO_TEST_PG_URL (run by
  * scripts/pg-test-server, see tests/coord.cmake). */
+/* ---- identity, roles, limits and suspension (issue 15, docs/trust.md) --------------- */
+
+static const char *TOK_ALICE = "alice-token-0123456789";
+static const char *TOK_MALLORY = "mallory-token-0123456789";
+static const char *TOK_READER = "reader-token-0123456789";
+
+static long raw_count(donto_store *s, const char *sql_sqlite, const char *sql_pg) {
+    donto_db db;
+    donto_err e = {0};
+    if (donto_store_db(s, &db, &e)) return -1;
+    long n = -1;
+    if (db.kind == DONTO_DB_SQLITE) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db.sqlite, sql_sqlite, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            n = (long)sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    } else {
+        PGresult *r = PQexec(db.pg, sql_pg ? sql_pg : sql_sqlite);
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) n = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+        PQclear(r);
+    }
+    return n;
+}
+
+/* Lease n claims of model M as worker w with token tok; returns the batch. */
+static json_t *lease_as(const char *tok, const char *w, int n) {
+    char body[128];
+    snprintf(body, sizeof body, "{\"worker_id\": \"%s\", \"n\": %d, \"target\": \"claim\"}", w, n);
+    json_t *j = NULL;
+    long st = http("POST", "/lease", tok, body, &j);
+    CHECK(st == 200, "lease as %s: %ld", w, st);
+    return j;
+}
+
+/* One item as a submit/release/extend body, from a leased item it. */
+static char *item_body(const char *w, json_t *it, int with_lease, int with_vec) {
+    json_t *o = json_pack("{s:O, s:O}", "target", json_object_get(it, "target"), "item_id", json_object_get(it, "item_id"));
+    if (with_lease) json_object_set(o, "lease_id", json_object_get(it, "lease_id"));
+    if (with_vec) json_object_set_new(o, "vector_b64", vec_b64(77, 384, 0));
+    return dumps(json_pack("{s:s, s:[o]}", "worker_id", w, "items", o));
+}
+
+static void trust_scenario(donto_store *s, const char *label) {
+    fprintf(stderr, "-- identity and trust on %s\n", label);
+    donto_err e = {0};
+    uint8_t h[32];
+    hash_of(TOK_ALICE, h);
+    CHECK(donto_store_token_add(s, "alice", DONTO_ROLE_CONTRIBUTOR, h, g_clock_ms, &e) == 0, "%s", e.msg);
+    hash_of(TOK_MALLORY, h);
+    CHECK(donto_store_token_add(s, "mallory", DONTO_ROLE_CONTRIBUTOR, h, g_clock_ms, &e) == 0, "%s", e.msg);
+    hash_of(TOK_READER, h);
+    CHECK(donto_store_token_add(s, "reader", DONTO_ROLE_READER, h, g_clock_ms, &e) == 0, "%s", e.msg);
+    donto_enqueue_item q[4];
+    static const char *ids[] = {"t1", "t2", "t3", "t4"};
+    for (int i = 0; i < 4; i++)
+        q[i] = (donto_enqueue_item){DONTO_TARGET_CLAIM, ids[i], "a claim to check", "BAAI/bge-small-en-v1.5"};
+    size_t added = 0;
+    CHECK(donto_store_enqueue(s, q, 4, &added, &e) == 0 && added == 4, "enqueue: %s", e.msg);
+
+    /* Alice leases as "a-w1"; Mallory claims to be "a-w1" too. */
+    json_t *lb = lease_as(TOK_ALICE, "a-w1", 2);
+    json_t *batch = json_object_get(lb, "batch");
+    CHECK(json_array_size(batch) == 2, "alice leased %zu", json_array_size(batch));
+    CHECK(json_integer_value(json_object_get(lb, "lease_ttl_ms")) == 60000, "lease answer names its ttl");
+    json_t *it0 = json_array_get(batch, 0), *it1 = json_array_get(batch, 1);
+    json_t *j = NULL;
+    long st;
+    for (int with_lease = 0; with_lease < 2 && it0; with_lease++) {
+        char *b = item_body("a-w1", it0, with_lease, 1);
+        st = http("POST", "/submit", TOK_MALLORY, b, &j);
+        CHECK(st == 200 && json_integer_value(json_object_get(j, "upserted")) == 0,
+              "another token's submit as a-w1 (lease_id %s) was accepted: %ld upserted %lld",
+              with_lease ? "given" : "not given", st, (long long)json_integer_value(json_object_get(j, "upserted")));
+        json_t *rj = json_array_get(json_object_get(j, "rejected"), 0);
+        CHECK(rj && !strcmp(jstr(rj, "reason"), "not_leased"), "spoofed submit: reason %s", rj ? jstr(rj, "reason") : "-");
+        json_decref(j);
+        free(b);
+        b = item_body("a-w1", it0, with_lease, 0);
+        st = http("POST", "/release", TOK_MALLORY, b, &j);
+        CHECK(st == 200 && json_integer_value(json_object_get(j, "released")) == 0,
+              "another token released a-w1's lease: %ld released %lld", st,
+              (long long)json_integer_value(json_object_get(j, "released")));
+        json_decref(j);
+        st = http("POST", "/extend", TOK_MALLORY, b, &j);
+        CHECK(st == 200 && json_integer_value(json_object_get(j, "extended")) == 0,
+              "another token extended a-w1's lease: %ld", st);
+        json_decref(j);
+        free(b);
+    }
+    /* Alice herself: extend, then submit without lease_id (legacy), and it lands under her token. */
+    char *b = item_body("a-w1", it1, 1, 0);
+    st = http("POST", "/extend", TOK_ALICE, b, &j);
+    CHECK(st == 200 && json_integer_value(json_object_get(j, "extended")) == 1, "alice's extend: %ld", st);
+    json_decref(j);
+    free(b);
+    b = item_body("a-w1", it0, 0, 1);
+    st = http("POST", "/submit", TOK_ALICE, b, &j);
+    CHECK(st == 200 && json_integer_value(json_object_get(j, "upserted")) == 1, "alice's own submit: %ld", st);
+    json_decref(j);
+    free(b);
+    CHECK(raw_count(s, "SELECT count(*) FROM vectors WHERE token = 'alice' AND contributor = 'alice/a-w1' AND "
+                       "verified = 0 AND text = 'a claim to check'", NULL) == 1,
+          "the vector records its token, worker, text, unverified");
+    /* A report is Mallory's whatever worker id it names. */
+    st = http("POST", "/report", TOK_MALLORY, "{\"worker_id\": \"a-w1\", \"kind\": \"x\", \"message\": \"m\"}", &j);
+    CHECK(st == 200, "report %ld", st);
+    json_decref(j);
+    CHECK(raw_count(s, "SELECT count(*) FROM reports WHERE worker_id = 'mallory/a-w1' AND token = 'mallory'", NULL) == 1,
+          "the report records its token");
+
+    /* Roles: recall is for readers and admins. */
+    st = http("GET", "/recall?q=x", TOK_ALICE, NULL, &j);
+    CHECK_ERR(st, j, 403, "forbidden");
+    json_decref(j);
+    st = http("GET", "/recall?q=x", TOK_READER, NULL, &j);
+    CHECK(st == 503 && !strcmp(jstr(j, "error"), "no_model"), "a reader passes the gate: %ld", st);
+    json_decref(j);
+
+    /* Suspension: alice's unverified vector is withdrawn and its item queued
+     * again; her requests get 403 suspended; the admin view says so. */
+    int64_t withdrawn = 0;
+    CHECK(donto_store_suspend(s, "alice", "test: a bad vector", g_clock_ms, &withdrawn, &e) == 0 && withdrawn == 1,
+          "suspend: %s (withdrew %lld)", e.msg, (long long)withdrawn);
+    CHECK(raw_count(s, "SELECT count(*) FROM vectors WHERE token = 'alice'", NULL) == 0, "vector withdrawn");
+    CHECK(raw_count(s, "SELECT count(*) FROM queue WHERE item_id = 't1' OR item_id = 't2'", NULL) == 2,
+          "both items queued again (one withdrawn, one released)");
+    CHECK(raw_count(s, "SELECT count(*) FROM queue WHERE (item_id = 't1' OR item_id = 't2') AND lease_owner IS NULL", NULL) >= 1,
+          "alice's running lease released");
+    st = http("POST", "/lease", TOK_ALICE, "{\"worker_id\": \"a-w1\", \"n\": 1}", &j);
+    CHECK_ERR(st, j, 403, "suspended");
+    CHECK(strstr(jstr(j, "message"), "a bad vector") != NULL, "the 403 names the reason: %s", jstr(j, "message"));
+    json_decref(j);
+    st = http("GET", "/stats", TOK_A, NULL, &j);
+    int seen = 0;
+    json_t *tv;
+    size_t ti;
+    json_array_foreach(json_object_get(j, "tokens"), ti, tv) if (!strcmp(jstr(tv, "name"), "alice")) seen =
+        json_is_true(json_object_get(tv, "suspended")) && json_integer_value(json_object_get(tv, "withdrawn")) == 1;
+    CHECK(st == 200 && seen, "/stats shows alice suspended with 1 withdrawn");
+    json_decref(j);
+    int done = 0;
+    CHECK(donto_store_unsuspend(s, "alice", &done, &e) == 0 && done == 1, "unsuspend: %s", e.msg);
+
+    /* Checks: a passed one marks that very vector verified and counts; a
+     * failed one zeroes the streak; verified-only reads see verified ones. */
+    json_t *lb2 = lease_as(TOK_ALICE, "a-w1", 1);
+    json_t *it = json_array_get(json_object_get(lb2, "batch"), 0);
+    CHECK(it != NULL, "alice leases again after unsuspend");
+    if (it) {
+        b = item_body("a-w1", it, 1, 1);
+        st = http("POST", "/submit", TOK_ALICE, b, &j);
+        CHECK(st == 200 && json_integer_value(json_object_get(j, "upserted")) == 1, "submit after unsuspend: %ld", st);
+        json_decref(j);
+        free(b);
+        donto_check chk[3] = {
+            {DONTO_TARGET_CLAIM, jstr(it, "item_id"), NULL, json_integer_value(json_object_get(it, "lease_id")), 1},
+            {DONTO_TARGET_CLAIM, jstr(it, "item_id"), NULL, 999999, 0},
+            {DONTO_TARGET_CLAIM, jstr(it, "item_id"), NULL, 999999, 1},
+        };
+        CHECK(donto_store_trust_record(s, "alice", chk, 3, g_clock_ms, &e) == 0, "trust_record: %s", e.msg);
+        donto_token_info *tl = NULL;
+        size_t nt = 0;
+        CHECK(donto_store_token_list(s, &tl, &nt, &e) == 0, "token list: %s", e.msg);
+        for (size_t i = 0; i < nt; i++)
+            if (!strcmp(tl[i].name, "alice"))
+                CHECK(tl[i].trust.checks == 3 && tl[i].trust.failed == 1 && tl[i].trust.streak == 1 &&
+                          !tl[i].trust.suspended,
+                      "alice's record: checks %lld failed %lld streak %lld", (long long)tl[i].trust.checks,
+                      (long long)tl[i].trust.failed, (long long)tl[i].trust.streak);
+        donto_token_list_free(tl, nt);
+        long verified = raw_count(s, "SELECT count(*) FROM vectors WHERE verified = 1 AND target = 0 AND "
+                                     "model = 'BAAI/bge-small-en-v1.5'", NULL);
+        CHECK(raw_count(s, "SELECT count(*) FROM vectors WHERE token = 'alice' AND verified = 1", NULL) == 1,
+              "the checked vector is verified");
+        int64_t all = 0, only = 0, mx = 0;
+        CHECK(donto_store_vectors_mark(s, DONTO_TARGET_CLAIM, "BAAI/bge-small-en-v1.5", INT64_MIN, &all, &mx, &e) == 0,
+              "mark: %s", e.msg);
+        donto_store_set_verified_only(s, 1);
+        CHECK(donto_store_vectors_mark(s, DONTO_TARGET_CLAIM, "BAAI/bge-small-en-v1.5", INT64_MIN, &only, &mx, &e) == 0,
+              "mark: %s", e.msg);
+        donto_store_set_verified_only(s, 0);
+        CHECK(only == verified && all > only, "verified-only sees %lld of %lld (want %ld)", (long long)only,
+              (long long)all, verified);
+    }
+    json_decref(lb2);
+    json_decref(lb);
+}
+
+/* Fair limits: outstanding items, lease rate and report rate per token,
+ * answered 429 with Retry-After. */
+static void test_token_limits(const char *path) {
+    donto_coord_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.listen = "127.0.0.1:0";
+    cfg.threads = 2;
+    cfg.pool = 2;
+    cfg.open_store = open_url;
+    cfg.open_ctx = (void *)path;
+    cfg.now_ms = test_clock;
+    cfg.lease_ttl_ms = 60000;
+    cfg.version = "test";
+    cfg.max_outstanding = 3;
+    cfg.lease_per_s = 0.5; /* burst = max(rate, 100): the rate shows after 100 requests */
+    cfg.report_per_min = 1;
+    donto_coord *c = NULL;
+    donto_err e = {0};
+    CHECK(donto_coord_start(&cfg, &c, &e) == 0, "start: %s", e.msg);
+    if (!c) return;
+    g_port = donto_coord_port(c);
+    json_t *j = NULL;
+    long st = http("POST", "/lease", TOK_MALLORY, "{\"worker_id\": \"m1\", \"n\": 10}", &j);
+    CHECK(st == 200 && json_array_size(json_object_get(j, "batch")) == 3, "capped at 3 outstanding: %ld, %zu", st,
+          json_array_size(json_object_get(j, "batch")));
+    json_decref(j);
+    st = http("POST", "/lease", TOK_MALLORY, "{\"worker_id\": \"m2\", \"n\": 1}", &j);
+    CHECK(st == 429 && !strcmp(jstr(j, "error"), "rate_limited") && atoi(g_retry_after) >= 1,
+          "at the cap: %ld, Retry-After '%s'", st, g_retry_after);
+    json_decref(j);
+    /* Another token is not held back by Mallory's. */
+    st = http("POST", "/lease", TOK_ALICE, "{\"worker_id\": \"a9\", \"n\": 1}", &j);
+    CHECK(st == 200, "another token leases: %ld", st);
+    json_decref(j);
+    int limited = 0, i;
+    for (i = 0; i < 12 && !limited; i++) {
+        st = http("POST", "/report", TOK_MALLORY, "{\"worker_id\": \"m1\", \"kind\": \"k\", \"message\": \"m\"}", &j);
+        limited = st == 429;
+        json_decref(j);
+    }
+    CHECK(limited && i == 11 && atoi(g_retry_after) >= 1, "reports limited after the burst of 10: at %d, Retry-After '%s'",
+          i, g_retry_after);
+    donto_coord_stop(c, 5);
+}
+
 static int main_pg(void) {
     const char *url = getenv("DONTO_TEST_PG_URL");
     CHECK(url != NULL, "DONTO_TEST_PG_URL not set (run through scripts/pg-test-server)");
@@ -1048,6 +1303,7 @@ static int main_pg(void) {
         seed(s);
         donto_coord *c = start(open_url, (void *)url, 4, 3, 0);
         scenario(s, "postgres store");
+        trust_scenario(s, "postgres store");
         donto_coord_stop(c, 5);
     } else if (url) {
         CHECK(0, "postgres store: %s", e.msg);
@@ -1092,8 +1348,10 @@ int main(int argc, char **argv) {
         seed(s);
         donto_coord *c = start(open_url, path, 2, 2, 0);
         scenario(s, "sqlite store");
+        trust_scenario(s, "sqlite store");
         test_failure_codes();
         donto_coord_stop(c, 5);
+        test_token_limits(path);
     } else {
         CHECK(0, "sqlite store: %s", e.msg);
     }

@@ -255,6 +255,9 @@ static void test_route(void) {
     unsigned hl;
     EVP_Digest("tok-contrib", 11, hash, &hl, EVP_sha256(), NULL);
     CHECK(donto_store_token_add(s, "contrib", DONTO_ROLE_CONTRIBUTOR, hash, 1, &err) == 0, "%s", err.msg);
+    /* Recall is for readers (and admins): contributors cannot read the substrate. */
+    EVP_Digest("tok-reader", 10, hash, &hl, EVP_sha256(), NULL);
+    CHECK(donto_store_token_add(s, "reader", DONTO_ROLE_READER, hash, 1, &err) == 0, "%s", err.msg);
     EVP_Digest("tok-revoked", 11, hash, &hl, EVP_sha256(), NULL);
     CHECK(donto_store_token_add(s, "gone", DONTO_ROLE_CONTRIBUTOR, hash, 1, &err) == 0, "%s", err.msg);
     int revoked = 0;
@@ -301,7 +304,7 @@ static void test_route(void) {
         json_t *j = NULL;
         long st;
         if (!with_model) {
-            st = get("/recall?q=hello", "tok-contrib", &j);
+            st = get("/recall?q=hello", "tok-reader", &j);
             CHECK(st == 503 && !strcmp(jerr(j), "no_model"), "no model: %ld %s", st, jerr(j));
             json_decref(j);
             donto_coord_stop(c, 5);
@@ -316,22 +319,25 @@ static void test_route(void) {
         st = get("/recall?q=hello", "tok-revoked", &j);
         CHECK(st == 401, "revoked token: %ld", st);
         json_decref(j);
-        st = get("/recall", "tok-contrib", &j);
+        st = get("/recall?q=hello", "tok-contrib", &j);
+        CHECK(st == 403 && !strcmp(jerr(j), "forbidden"), "a contributor token reads recall: %ld", st);
+        json_decref(j);
+        st = get("/recall", "tok-reader", &j);
         CHECK(st == 400 && !strcmp(jerr(j), "bad_request") && json_is_string(json_object_get(j, "message")), "no q: %ld", st);
         json_decref(j);
-        st = get("/recall?q=", "tok-contrib", &j);
+        st = get("/recall?q=", "tok-reader", &j);
         CHECK(st == 400, "empty q: %ld", st);
         json_decref(j);
-        st = get("/recall?q=x&k=abc", "tok-contrib", &j);
+        st = get("/recall?q=x&k=abc", "tok-reader", &j);
         CHECK(st == 400, "bad k: %ld", st);
         json_decref(j);
-        st = get("/recall?q=x&k=0", "tok-contrib", &j);
+        st = get("/recall?q=x&k=0", "tok-reader", &j);
         CHECK(st == 400, "k=0: %ld", st);
         json_decref(j);
-        st = get("/recall?q=x&target=nope", "tok-contrib", &j);
+        st = get("/recall?q=x&target=nope", "tok-reader", &j);
         CHECK(st == 400, "bad target: %ld", st);
         json_decref(j);
-        st = get("/recall?q=Which%20city%20has%20the%20Eiffel%20Tower%3F&k=2", "tok-contrib", &j);
+        st = get("/recall?q=Which%20city%20has%20the%20Eiffel%20Tower%3F&k=2", "tok-reader", &j);
         CHECK(st == 200, "recall: %ld", st);
         json_t *hits = json_object_get(j, "hits");
         CHECK(json_array_size(hits) == 2, "k=2 gave %zu hits", json_array_size(hits));
@@ -345,7 +351,7 @@ static void test_route(void) {
                   json_is_boolean(json_object_get(j, "ann")) && json_integer_value(json_object_get(j, "collection")) == NALL,
               "answer shape");
         json_decref(j);
-        st = get("/recall?q=anything&k=5000&target=predicate", "tok-contrib", &j);
+        st = get("/recall?q=anything&k=5000&target=predicate", "tok-reader", &j);
         CHECK(st == 200 && json_array_size(json_object_get(j, "hits")) == 100, "k capped: %ld, %zu hits", st,
               json_array_size(json_object_get(j, "hits")));
         json_decref(j);

@@ -235,8 +235,12 @@ static int64_t contributor_sum(const char *prefix) {
     size_t nc = 0;
     int64_t sum = 0;
     if (donto_store_contributors(s, 1000, 0, &c, &nc, &e)) sum = -1;
-    for (size_t i = 0; i < nc; i++)
-        if (!strncmp(c[i].worker_id, prefix, strlen(prefix))) sum += c[i].total;
+    for (size_t i = 0; i < nc; i++) {
+        /* Stored as "<token>/<worker id>" (store.h). */
+        const char *w = strchr(c[i].worker_id, '/');
+        w = w ? w + 1 : c[i].worker_id;
+        if (!strncmp(w, prefix, strlen(prefix))) sum += c[i].total;
+    }
     donto_contributor_list_free(c, nc);
     donto_store_close(s);
     return sum;
@@ -439,7 +443,7 @@ static void case_wrong_model(void) {
             size_t nr = 0;
             if (!donto_store_reports_recent(s, 20, &r, &nr, &e))
                 for (size_t i = 0; i < nr; i++)
-                    if (!strcmp(r[i].worker_id, "w-c") && !strcmp(r[i].kind, "wrong_model")) reported = 1;
+                    if (strstr(r[i].worker_id, "/w-c") && !strcmp(r[i].kind, "wrong_model")) reported = 1;
             donto_report_list_free(r, nr);
             donto_store_close(s);
         }

@@ -60,6 +60,25 @@ typedef struct donto_coord_config {
      * the route answers 503 no_model. */
     donto_recall *recall;
     const char *recall_model; /* the stored model name it searches, for the answer */
+
+    /* Contributor trust (docs/trust.md). */
+    /* Verification: the coordinator re-embeds a sample of each token's
+     * submitted items with this model (fp32 CPU) on a background pool and
+     * suspends a token whose vector does not match. NULL: no verification. */
+    const char *verify_model_dir;
+    const char *verify_model_name; /* the model its vectors are stored under (items of
+                                    * other models are not checked); NULL: recall_model */
+    int verify_threads;            /* 0: 1 */
+    int verify_queue;              /* jobs waiting at most; 0: 4096 (then checks are skipped, counted) */
+    double verify_min_cosine;      /* 0: the measured default (src/coord/verify.h) */
+    int trust_after;               /* checks passed in a row before a token is trusted; 0: default */
+    double verify_floor;           /* lowest sampling probability of a trusted token; 0: default */
+    uint64_t verify_seed;          /* 0: random; else the sampling is reproducible */
+    /* Fair limits per token; 0: the default, < 0: no limit. */
+    double lease_per_s;
+    double report_per_min;
+    int64_t max_outstanding;
+    int verified_only;             /* recall answers from verified vectors only */
 } donto_coord_config;
 
 typedef struct donto_coord donto_coord;

@@ -54,7 +54,25 @@ int donto_target_parse(const char *s);
 extern const char *const donto_target_names[DONTO_TARGET_N + 1];
 const char *donto_target_name(donto_target t);
 
-typedef enum { DONTO_ROLE_CONTRIBUTOR = 0, DONTO_ROLE_ADMIN = 1 } donto_role;
+/* What a token may do (docs/trust.md): contributors lease, submit, release
+ * and report; readers also query recall; admins see everything. */
+typedef enum { DONTO_ROLE_CONTRIBUTOR = 0, DONTO_ROLE_ADMIN = 1, DONTO_ROLE_READER = 2 } donto_role;
+/* "contributor" | "reader" | "admin" -> role, or -1; and back. */
+int donto_role_parse(const char *s);
+const char *donto_role_name(donto_role r);
+
+/* Who a worker is. A worker id on the wire names a worker within the token
+ * that sent it: the coordinator hands the store "<token name>/<worker id>",
+ * so two tokens can never act as the same worker, and every lease, vector
+ * and report names its token. Token names therefore hold no '/'. The store
+ * reads the token back as the part before the first '/' (none: no token, a
+ * vector written by the operator's own tools, which counts as verified). */
+#define DONTO_WORKER_SEP '/'
+/* The longest token name (bytes). */
+#define DONTO_TOKEN_NAME_MAX 100
+/* Copy the token part of worker_id into out (cap bytes); 0 when there is
+ * one, -1 when worker_id has no token part or it does not fit. */
+int donto_worker_token(const char *worker_id, char *out, size_t cap);
 
 typedef struct donto_enqueue_item {
     donto_target target;
@@ -103,6 +121,9 @@ typedef struct donto_submit_result {
     size_t repeated;      /* of those: already stored from this worker's lease (a
                            * retried submit); not counted again anywhere */
     donto_reject *reject; /* [n] per item, caller-allocated */
+    char **text;          /* optional [n], caller-allocated and zeroed: for each item
+                           * newly stored (not a repeat), its text (heap; the caller
+                           * frees); NULL: not wanted. The verifier needs them. */
 } donto_submit_result;
 
 /* embedded: vectors stored; pending: queued and ready (never leased, released
@@ -113,11 +134,23 @@ typedef struct donto_target_stats {
 
 /* Lists returned by the store are heap arrays; free with the matching
  * donto_*_list_free. */
+/* A token's trust record (docs/trust.md): the coordinator's checks of the
+ * vectors it submitted, and whether it is suspended. */
+typedef struct donto_trust {
+    int suspended;          /* 0 or 1: refused (403) until an admin lifts it */
+    int64_t streak;         /* checks passed in a row since the last failure */
+    int64_t checks, failed; /* checks done, and failed */
+    int64_t withdrawn;      /* vectors withdrawn (re-queued) at suspensions */
+    int64_t suspended_at;   /* Unix ms of the last suspension, 0: never */
+    char reason[256];       /* why it was suspended ("" when not) */
+} donto_trust;
+
 typedef struct donto_token_info {
     char *name;
     donto_role role;
     int64_t created; /* Unix ms */
     int revoked;     /* 0 or 1 */
+    donto_trust trust;
 } donto_token_info;
 void donto_token_list_free(donto_token_info *t, size_t n);
 
@@ -187,6 +220,15 @@ typedef struct donto_migrations {
     size_t n;
 } donto_migrations;
 
+/* One check of a stored vector by the coordinator's own engine. */
+typedef struct donto_check {
+    donto_target target;
+    const char *item_id;
+    const char *model;
+    int64_t lease_id; /* the vector checked is the one stored from this lease */
+    int pass;         /* 1: it matched the reference; 0: it did not */
+} donto_check;
+
 /* The backend's methods. Callers use the donto_store_*() wrappers below,
  * never these pointers: the wrappers are the one place for logging, error
  * codes and fault injection. Optional methods may be NULL (their wrapper
@@ -214,13 +256,20 @@ typedef struct donto_store_ops {
     int (*token_add)(donto_store *s, const char *name, donto_role role, const uint8_t hash[32],
                      int64_t now_ms, donto_err *err);
     int (*token_check)(donto_store *s, const uint8_t hash[32], int *found, donto_role *role,
-                       char *name, size_t name_cap, donto_err *err);
+                       char *name, size_t name_cap, donto_trust *trust, donto_err *err);
     int (*token_revoke)(donto_store *s, const char *name, int *revoked, donto_err *err);
     int (*token_list)(donto_store *s, donto_token_info **out, size_t *n, donto_err *err);
     int (*vectors_mark)(donto_store *s, donto_target t, const char *model, int64_t since_ms,
                         int64_t *count, int64_t *max_created, donto_err *err);
     int (*vectors_page)(donto_store *s, donto_target t, const char *model, int64_t after_created,
                         const char *after_id, size_t limit, donto_vec_page *out, donto_err *err);
+    int (*extend)(donto_store *s, const char *worker_id, const donto_submit_item *items, size_t n,
+                  int64_t now_ms, int64_t ttl_ms, size_t *extended, donto_err *err);
+    int (*trust_record)(donto_store *s, const char *token, const donto_check *checks, size_t n,
+                        int64_t now_ms, donto_err *err);
+    int (*suspend)(donto_store *s, const char *token, const char *reason, int64_t now_ms,
+                   int64_t *withdrawn, donto_err *err);
+    int (*unsuspend)(donto_store *s, const char *token, int *done, donto_err *err);
     int (*ping)(donto_store *s, donto_err *err);
     /* The database (optional: a test's fake store has none). */
     int (*db)(donto_store *s, donto_db *out, donto_err *err);
@@ -229,6 +278,7 @@ typedef struct donto_store_ops {
 
 struct donto_store {
     const donto_store_ops *ops;
+    int verified_only; /* donto_store_set_verified_only: reads see verified vectors only */
     /* backend state follows in the backend's own struct */
 };
 
@@ -284,7 +334,10 @@ int donto_store_submit(donto_store *s, const char *worker_id, const donto_submit
 int donto_store_release(donto_store *s, const char *worker_id, const donto_submit_item *items,
                         size_t n, size_t *released, donto_err *err);
 /* A worker's free-form report; message cut to DONTO_REPORT_MAX_CHARS
- * characters (UTF-8 aware). Also refreshes the contributor's last_seen. */
+ * characters (UTF-8 aware). Also refreshes the contributor's last_seen, and
+ * prunes reports older than DONTO_REPORT_KEEP_MS (the coordinator limits
+ * how often a token may report, so the table stays bounded). */
+#define DONTO_REPORT_KEEP_MS ((int64_t)30 * 24 * 3600 * 1000)
 int donto_store_report(donto_store *s, const char *worker_id, const char *kind,
                        const char *message, int64_t now_ms, donto_err *err);
 int donto_store_stats(donto_store *s, int64_t now_ms, donto_target_stats out[DONTO_TARGET_N],
@@ -310,9 +363,10 @@ int donto_store_reports_recent(donto_store *s, int limit, donto_report **out, si
  * DONTO_E_CONFLICT when the name (or the hash) is already taken. */
 int donto_store_token_add(donto_store *s, const char *name, donto_role role,
                           const uint8_t hash[32], int64_t now_ms, donto_err *err);
-/* found = 0 when unknown or revoked. */
+/* found = 0 when unknown or revoked; trust (NULL: not wanted) gets its
+ * trust record. */
 int donto_store_token_check(donto_store *s, const uint8_t hash[32], int *found, donto_role *role,
-                            char *name, size_t name_cap, donto_err *err);
+                            char *name, size_t name_cap, donto_trust *trust, donto_err *err);
 /* revoked = 1 when the name existed and was not revoked yet. */
 int donto_store_token_revoke(donto_store *s, const char *name, int *revoked, donto_err *err);
 /* Every token, by name (never the hash). */
@@ -331,6 +385,33 @@ int donto_store_vectors_mark(donto_store *s, donto_target t, const char *model, 
 int donto_store_vectors_page(donto_store *s, donto_target t, const char *model,
                              int64_t after_created, const char *after_id, size_t limit,
                              donto_vec_page *out, donto_err *err);
+/* Push back the expiry of leased items to now_ms + ttl_ms (a heartbeat from
+ * a worker whose batch takes long): only items still leased by worker_id
+ * under the given lease_id (0: any of its leases); extended = how many. */
+int donto_store_extend(donto_store *s, const char *worker_id, const donto_submit_item *items,
+                       size_t n, int64_t now_ms, int64_t ttl_ms, size_t *extended, donto_err *err);
+
+/* ---- trust (docs/trust.md) --------------------------------------------------
+ * Record checks of token's vectors, in one transaction: each passed check
+ * marks that vector verified (when the stored vector is still the one from
+ * that lease and that token) and adds one to the token's streak; a failed
+ * one zeroes the streak. checks and failed count both. */
+int donto_store_trust_record(donto_store *s, const char *token, const donto_check *checks,
+                             size_t n, int64_t now_ms, donto_err *err);
+/* Suspend token, in one transaction: it is marked suspended with reason;
+ * every vector it submitted that is not verified is withdrawn (deleted) and
+ * its item queued again with its text; its running leases are released; a
+ * report row (kind "suspended") records it. withdrawn = vectors withdrawn.
+ * Suspending an already suspended token withdraws what is left. */
+int donto_store_suspend(donto_store *s, const char *token, const char *reason, int64_t now_ms,
+                        int64_t *withdrawn, donto_err *err);
+/* Lift a suspension: the token starts again as untrusted (streak 0).
+ * done = 1 when it was suspended. */
+int donto_store_unsuspend(donto_store *s, const char *token, int *done, donto_err *err);
+/* From now on, reads of vectors through this handle (vectors_mark,
+ * vectors_page: recall and exports) see verified vectors only. */
+void donto_store_set_verified_only(donto_store *s, int on);
+
 /* Is the database reachable (cheap round trip)? */
 int donto_store_ping(donto_store *s, donto_err *err);
 /* The database behind s (reconnected if it went away). */

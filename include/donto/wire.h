@@ -114,6 +114,11 @@ const char *donto_proto_check_vector(const float *v, size_t n, int dims);
 /* ---- responses (heap JSON text, free() it; NULL only when out of memory) */
 
 char *donto_proto_lease_response(const donto_lease_batch *b);
+/* The same, plus "lease_ttl_ms" (how long the lease runs: a worker whose
+ * batch takes longer extends it with POST /extend well before that). */
+char *donto_proto_lease_response_ttl(const donto_lease_batch *b, int64_t ttl_ms);
+/* POST /extend answers {"extended": n, "lease_ttl_ms": ttl}. */
+char *donto_proto_extend_response(size_t extended, int64_t ttl_ms);
 /* {"upserted": n} plus "rejected" listing every item with a reason, in
  * request order, when there is at least one. */
 char *donto_proto_submit_response(size_t upserted, const donto_items_req *r);
@@ -141,8 +146,16 @@ typedef struct donto_stats_extra {
     int64_t series_start_min;
     /* contributors[i].recent covers this many minutes (items/min = recent / it). */
     double recent_minutes;
+    /* Each token's trust record (docs/trust.md), and the verifier's counters. */
+    int have_tokens;
+    const donto_token_info *tokens;
+    size_t n_tokens;
+    int have_verify;
+    int64_t verify_queued, verify_done, verify_passed, verify_failed, verify_dropped;
 } donto_stats_extra;
 char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], const donto_stats_extra *x);
+/* One token and its trust record as a JSON object (`token list --json`). */
+char *donto_proto_token_json(const donto_token_info *t);
 
 /* ---- client side (src/wire/client.c) ------------------------------------
  *

@@ -47,6 +47,9 @@ typedef struct serve_opts {
 
 static int serve_run(const donto_coord_config *cfg, const serve_opts *o);
 
+enum { VERIFY_AUTO, VERIFY_ON, VERIFY_OFF };
+static const char *const VERIFY_NAMES[] = {"auto", "on", "off", NULL};
+
 static int serve_until_signal(const donto_coord_config *cfg, const sigset_t *stop, long long drain);
 
 int donto_serve_cmd(int argc, char **argv) {
@@ -59,6 +62,10 @@ int donto_serve_cmd(int argc, char **argv) {
     int migrate = 0, verbose = 0;
     const char *tls_cert = NULL, *tls_key = NULL;
     const char *model_dir = NULL, *model_name = NULL, *index = NULL;
+    int verify = 0; /* VERIFY_AUTO */
+    int64_t verify_threads = 0, verify_queue = 0, trust_after = 0, verify_seed = 0;
+    double min_cosine = 0, verify_floor = 0, lease_rate = -1, report_rate = -1;
+    int64_t max_outstanding_opt = -1;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "db", 0, &cfg.db_url, .metavar = "URL",
          .help = "SQLite file path, or postgres://... (default ./donto.db)"},
@@ -91,6 +98,30 @@ int donto_serve_cmd(int argc, char **argv) {
                  "file's path; PostgreSQL: in memory only)"},
         {DONTO_OPT_INT64, "ann-min", 0, &ann_min, .min = 1, .max = 1LL << 40, .metavar = "N",
          .help = "recall uses the ANN index from N vectors on (default 20000)"},
+        {DONTO_OPT_CHOICE, "verify", 0, &verify, .choices = VERIFY_NAMES, .metavar = "W",
+         .help = "check a sample of submitted vectors by re-embedding them with --model\n"
+                 "(fp32): auto (default: when --model is given) | on | off (docs/trust.md)"},
+        {DONTO_OPT_INT64, "verify-threads", 0, &verify_threads, .min = 1, .max = 64, .metavar = "N",
+         .help = "threads that re-embed (default 1, at low priority)"},
+        {DONTO_OPT_INT64, "verify-queue", 0, &verify_queue, .min = 1, .max = 1 << 20, .metavar = "N",
+         .help = "checks waiting at most; more are skipped and counted (default 4096)"},
+        {DONTO_OPT_DOUBLE, "verify-min-cosine", 0, &min_cosine, .fmin = 0.5, .fmax = 1.0, .metavar = "X",
+         .help = "a vector passes at this cosine to the coordinator's own or above\n"
+                 "(default: measured, see docs/trust.md)"},
+        {DONTO_OPT_INT64, "trust-after", 0, &trust_after, .min = 1, .max = 1000000, .metavar = "N",
+         .help = "checks passed in a row before a token is sampled less (default 10)"},
+        {DONTO_OPT_DOUBLE, "verify-floor", 0, &verify_floor, .fmin = 1e-6, .fmax = 1.0, .metavar = "P",
+         .help = "the least share of a trusted token's items checked (default 0.02)"},
+        {DONTO_OPT_INT64, "verify-seed", 0, &verify_seed, .min = 1, .max = INT64_MAX, .metavar = "N",
+         .help = "seed the sampling (tests; default: random)"},
+        {DONTO_OPT_FLAG, "verified-only", 0, &cfg.verified_only,
+         .help = "recall answers from vectors the coordinator verified only"},
+        {DONTO_OPT_DOUBLE, "lease-rate", 0, &lease_rate, .fmin = 0, .fmax = 1e6, .metavar = "R",
+         .help = "lease requests per second per token (default 50; 0: no limit)"},
+        {DONTO_OPT_DOUBLE, "report-rate", 0, &report_rate, .fmin = 0, .fmax = 1e6, .metavar = "R",
+         .help = "reports per minute per token (default 6; 0: no limit)"},
+        {DONTO_OPT_INT64, "max-outstanding", 0, &max_outstanding_opt, .min = 0, .max = 1LL << 40, .metavar = "N",
+         .help = "items one token may hold leased at once (default 4096; 0: no limit)"},
         {DONTO_OPT_FLAG, "verbose", 'v', &verbose, .help = "log every request"},
         {0}};
     const donto_opt_cmd cmd = {"donto-embed serve",
@@ -105,6 +136,19 @@ int donto_serve_cmd(int argc, char **argv) {
     if (orc >= 0) return orc;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
     cfg.max_body = (size_t)max_body;
+    /* 0 in an option means "no limit"; in the config, 0 is the default. */
+    if (lease_rate >= 0) cfg.lease_per_s = lease_rate > 0 ? lease_rate : -1;
+    if (report_rate >= 0) cfg.report_per_min = report_rate > 0 ? report_rate : -1;
+    if (max_outstanding_opt >= 0) cfg.max_outstanding = max_outstanding_opt > 0 ? max_outstanding_opt : -1;
+    cfg.verify_threads = (int)verify_threads;
+    cfg.verify_queue = (int)verify_queue;
+    cfg.verify_min_cosine = min_cosine;
+    cfg.trust_after = (int)trust_after;
+    cfg.verify_floor = verify_floor;
+    cfg.verify_seed = (uint64_t)verify_seed;
+    if (verify == VERIFY_ON && !model_dir)
+        return donto_opt_usage_error(&cmd, "--verify on needs --model DIR (the engine that checks vectors)");
+    if (verify != VERIFY_OFF && model_dir) cfg.verify_model_dir = model_dir;
     cfg.lease_ttl_ms = lease_ttl * 1000;
     cfg.conn_timeout_s = (unsigned)conn_timeout;
     if (verbose) donto_log_set_level(DONTO_LOG_DEBUG);
@@ -297,24 +341,30 @@ static int new_token(char out[65]) {
     return 0;
 }
 
-static const char *const ROLES[] = {"contributor", "admin", NULL};
-static const int ROLE_VALUES[] = {DONTO_ROLE_CONTRIBUTOR, DONTO_ROLE_ADMIN};
+static const char *const ROLES[] = {"contributor", "reader", "admin", NULL};
+static const int ROLE_VALUES[] = {DONTO_ROLE_CONTRIBUTOR, DONTO_ROLE_READER, DONTO_ROLE_ADMIN};
 
 int donto_token_cmd(int argc, char **argv) {
     const char *db = DONTO_STORE_DEFAULT_URL;
-    int role_i = DONTO_ROLE_CONTRIBUTOR;
+    int role_i = DONTO_ROLE_CONTRIBUTOR, json = 0;
     const donto_opt opts[] = {{DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP},
+                              {DONTO_OPT_FLAG, "json", 0, &json, .help = "list: one JSON object per token"},
                               {DONTO_OPT_CHOICE, "role", 0, &role_i, .choices = ROLES, .values = ROLE_VALUES,
                                .help = "what `add` grants (default contributor)"},
                               {0}};
     const donto_opt_cmd cmd = {"donto-embed token",
-                               "usage: donto-embed token add NAME [--role contributor|admin] --db URL\n"
-                               "       donto-embed token list --db URL\n"
+                               "usage: donto-embed token add NAME [--role contributor|reader|admin] --db URL\n"
+                               "       donto-embed token list [--json] --db URL\n"
                                "       donto-embed token revoke NAME --db URL\n"
+                               "       donto-embed token unsuspend NAME --db URL\n"
                                "\n"
                                "Bearer tokens for the coordinator. `add` prints the new token once, on\n"
                                "stdout; the database keeps only its SHA-256. Contributors may lease,\n"
-                               "submit, release and report; admins may also read /stats.\n"
+                               "submit, release and report (as workers named within their token);\n"
+                               "readers may also query recall; admins may also read /stats and /metrics.\n"
+                               "A token whose vector failed the coordinator's check is suspended (its\n"
+                               "unverified vectors withdrawn); `unsuspend` lets it work again, as an\n"
+                               "untrusted token (docs/trust.md). `list` shows each token's trust record.\n"
                                "\n",
                                opts, NULL};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
@@ -322,15 +372,21 @@ int donto_token_cmd(int argc, char **argv) {
     /* The operands: ACTION [NAME]. */
     const char *action = npos >= 1 ? argv[1] : NULL;
     const char *name = npos >= 2 ? argv[2] : NULL;
-    int want_name = action && (!strcmp(action, "add") || !strcmp(action, "revoke"));
+    int want_name =
+        action && (!strcmp(action, "add") || !strcmp(action, "revoke") || !strcmp(action, "unsuspend"));
     if (!action || (strcmp(action, "list") && !want_name))
-        return donto_opt_usage_error(&cmd, "the action is add, list or revoke");
+        return donto_opt_usage_error(&cmd, "the action is add, list, revoke or unsuspend");
     if (want_name && !name) return donto_opt_usage_error(&cmd, "%s needs a NAME", action);
     if (npos != (want_name ? 2 : 1)) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[npos]);
     donto_role role = (donto_role)role_i;
-    const char *role_s = ROLES[role == DONTO_ROLE_ADMIN];
-    if (name && (!*name || strlen(name) > 100)) {
-        fprintf(stderr, "donto-embed token: NAME must be 1..100 characters\n");
+    const char *role_s = donto_role_name(role);
+    if (name && (!*name || strlen(name) > DONTO_TOKEN_NAME_MAX)) {
+        fprintf(stderr, "donto-embed token: NAME must be 1..%d characters\n", DONTO_TOKEN_NAME_MAX);
+        return 2;
+    }
+    /* A worker is named "<token>/<worker id>" in the store (docs/trust.md). */
+    if (name && !strcmp(action, "add") && strchr(name, DONTO_WORKER_SEP)) {
+        fprintf(stderr, "donto-embed token: NAME may not contain '%c'\n", DONTO_WORKER_SEP);
         return 2;
     }
     donto_err err = {0};
@@ -366,19 +422,41 @@ int donto_token_cmd(int argc, char **argv) {
             fprintf(stderr, "donto-embed token: revoked %s\n", name);
             rc = 0;
         }
+    } else if (!strcmp(action, "unsuspend")) {
+        int done = 0;
+        if (donto_store_unsuspend(s, name, &done, &err)) {
+            fprintf(stderr, "donto-embed token: unsuspend %s: %s\n", name, err.msg);
+        } else if (!done) {
+            fprintf(stderr, "donto-embed token: no suspended token named %s\n", name);
+        } else {
+            fprintf(stderr, "donto-embed token: %s may work again, untrusted (checked heavily at first)\n", name);
+            rc = 0;
+        }
     } else {
         donto_token_info *t = NULL;
         size_t n = 0;
         if (donto_store_token_list(s, &t, &n, &err)) {
             fprintf(stderr, "donto-embed token: list: %s\n", err.msg);
         } else {
+            if (!json && n)
+                printf("%-24s %-11s %-20s %-9s %7s %7s %6s %9s\n", "NAME", "ROLE", "CREATED", "STATE", "STREAK",
+                       "CHECKS", "FAILED", "WITHDRAWN");
             for (size_t i = 0; i < n; i++) {
                 time_t sec = (time_t)(t[i].created / 1000);
                 struct tm tm;
                 char when[32] = "?";
                 if (gmtime_r(&sec, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-                printf("%-32s %-11s %s%s\n", t[i].name, t[i].role == DONTO_ROLE_ADMIN ? "admin" : "contributor",
-                       when, t[i].revoked ? "  revoked" : "");
+                const donto_trust *tr = &t[i].trust;
+                const char *state = t[i].revoked ? "revoked" : tr->suspended ? "suspended" : "active";
+                if (json) {
+                    char *line = donto_proto_token_json(&t[i]);
+                    if (line) printf("%s\n", line);
+                    free(line);
+                    continue;
+                }
+                printf("%-24s %-11s %-20s %-9s %7lld %7lld %6lld %9lld%s%s\n", t[i].name, donto_role_name(t[i].role),
+                       when, state, (long long)tr->streak, (long long)tr->checks, (long long)tr->failed,
+                       (long long)tr->withdrawn, tr->suspended ? "  " : "", tr->suspended ? tr->reason : "");
             }
             donto_token_list_free(t, n);
             rc = 0;

@@ -29,6 +29,10 @@ void donto_prom_label(FILE *f, const char *s);
 char *donto_metrics_text(const donto_target_stats st[DONTO_TARGET_N], int have_rate, int64_t per_minute,
                          int have_con, const donto_contributor *con, size_t ncon);
 
+/* Each token's trust record (docs/trust.md), in the same format. Heap
+ * string (free), NULL when out of memory. */
+char *donto_metrics_trust_text(const donto_token_info *tok, size_t ntok);
+
 #ifdef __cplusplus
 }
 #endif

@@ -69,3 +69,34 @@ char *donto_metrics_text(const donto_target_stats st[DONTO_TARGET_N], int have_r
     }
     return buf;
 }
+
+char *donto_metrics_trust_text(const donto_token_info *tok, size_t ntok) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    static const struct {
+        const char *name, *type, *help;
+    } fam[5] = {
+        {"donto_embed_token_suspended", "gauge", "1 when the token is suspended (docs/trust.md)."},
+        {"donto_embed_token_checks_total", "counter", "The token's vectors the coordinator re-embedded to check."},
+        {"donto_embed_token_checks_failed_total", "counter", "Of those, how many did not match."},
+        {"donto_embed_token_withdrawn_total", "counter", "The token's vectors withdrawn at suspensions (items queued again)."},
+        {"donto_embed_token_streak", "gauge", "Checks passed in a row since the token's last failure."},
+    };
+    for (int k = 0; k < 5; k++) {
+        family(f, fam[k].name, fam[k].type, fam[k].help);
+        for (size_t i = 0; i < ntok; i++) {
+            const donto_trust *t = &tok[i].trust;
+            const int64_t v[5] = {t->suspended, t->checks, t->failed, t->withdrawn, t->streak};
+            fprintf(f, "%s{token=\"", fam[k].name);
+            donto_prom_label(f, tok[i].name);
+            fprintf(f, "\",role=\"%s\"} %" PRId64 "\n", donto_role_name(tok[i].role), v[k]);
+        }
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}

@@ -46,6 +46,9 @@
 #include "admin.h"
 #include "donto/coord.h"
 #include "donto/wire.h"
+#include "limits.h"
+#include "trust.h"
+#include "verify.h"
 
 #ifndef DONTO_VERSION
 #define DONTO_VERSION "unknown"
@@ -54,20 +57,29 @@
 /* Presented tokens longer than this are refused without hashing. */
 #define TOKEN_MAX 1024
 
-enum { R_NONE = -1, R_LEASE, R_SUBMIT, R_REPORT, R_RELEASE, R_HEALTH, R_STATS, R_METRICS, R_ADMIN, R_RECALL, R_N };
+enum {
+    R_NONE = -1, R_LEASE, R_SUBMIT, R_REPORT, R_RELEASE, R_EXTEND, R_HEALTH, R_STATS, R_METRICS, R_ADMIN,
+    R_RECALL, R_N
+};
+
+/* Who may use a route (docs/trust.md). A worker route acts as the token
+ * that sent it: its worker ids are names within that token. */
+enum { NEED_NONE = 0, NEED_WORKER, NEED_ADMIN, NEED_READER };
 
 static const struct {
     const char *path;
     int post;  /* 1: POST; 0: GET (and HEAD) */
-    int token; /* 0: none, 1: any valid token, 2: admin token */
+    int token; /* NEED_*: none; any valid token in good standing; admin; reader or admin */
 } k_routes[R_N] = {
-    [R_LEASE] = {"/lease", 1, 1},  [R_SUBMIT] = {"/submit", 1, 1}, [R_REPORT] = {"/report", 1, 1},
-    [R_RELEASE] = {"/release", 1, 1}, [R_HEALTH] = {"/health", 0, 0}, [R_STATS] = {"/stats", 0, 2},
-    [R_METRICS] = {"/metrics", 0, 2}, [R_ADMIN] = {"/admin", 0, 0}, [R_RECALL] = {"/recall", 0, 1},
+    [R_LEASE] = {"/lease", 1, NEED_WORKER},     [R_SUBMIT] = {"/submit", 1, NEED_WORKER},
+    [R_REPORT] = {"/report", 1, NEED_WORKER},   [R_RELEASE] = {"/release", 1, NEED_WORKER},
+    [R_EXTEND] = {"/extend", 1, NEED_WORKER},   [R_HEALTH] = {"/health", 0, NEED_NONE},
+    [R_STATS] = {"/stats", 0, NEED_ADMIN},      [R_METRICS] = {"/metrics", 0, NEED_ADMIN},
+    [R_ADMIN] = {"/admin", 0, NEED_NONE},       [R_RECALL] = {"/recall", 0, NEED_READER},
 };
 
 /* Statuses counted per route for /metrics (anything else: the last slot). */
-static const unsigned k_statuses[] = {200, 400, 401, 403, 404, 405, 409, 413, 500, 503};
+static const unsigned k_statuses[] = {200, 400, 401, 403, 404, 405, 409, 413, 429, 500, 503};
 #define N_STATUS (sizeof k_statuses / sizeof k_statuses[0] + 1)
 
 /* ---- the store pool -------------------------------------------------------- */
@@ -178,11 +190,35 @@ struct donto_coord {
     _Atomic unsigned long long hits[R_N + 1][N_STATUS];
     donto_recall *recall; /* borrowed; NULL: /recall answers 503 */
     char *recall_model;
+    /* Trust (docs/trust.md). */
+    coord_limits *limits;
+    verify_pool *verify;  /* NULL: no verification */
+    char *verify_model;   /* the stored model name the verifier embeds */
+    float min_cosine;     /* the verifier's pass mark */
+    trust_params trust;
+    pthread_mutex_t rng_mu;
+    uint64_t rng;
+    /* Suspensions to sweep once more a little later: a submit that passed
+     * the token gate just before the suspension may commit just after it. */
+    pthread_mutex_t sweep_mu;
+    pthread_cond_t sweep_cv;
+    pthread_t sweeper;
+    int sweeper_on, sweeper_stop;
+    struct {
+        char token[DONTO_TOKEN_NAME_MAX + 1];
+        double at; /* monotonic seconds */
+        int done;
+    } sweeps[64];
+    int nsweeps;
 };
 
 typedef struct {
     int route;
     uint8_t token_hash[32];
+    /* Who sent it (after the gate). */
+    char token[DONTO_TOKEN_NAME_MAX + 1];
+    donto_role role;
+    donto_trust trust;
     char *body;
     size_t len, cap;
     int too_big;    /* the body crossed max_body: 413 at the end */
@@ -194,6 +230,7 @@ typedef struct {
     unsigned status;
     char *json;        /* heap body; NULL means out of memory (500) */
     const char *ctype; /* NULL: application/json */
+    int retry_after;   /* > 0: a Retry-After header (seconds), with 429 and 503 */
 } answer;
 
 static int64_t wall_ms(void *ctx) {
@@ -217,7 +254,7 @@ static answer errorf(unsigned status, const char *code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return (answer){status, donto_proto_error_response(code, msg), NULL};
+    return (answer){status, donto_proto_error_response(code, msg), NULL, 0};
 }
 
 /* What a failure of the layers below (store, recall) means to a client,
@@ -280,6 +317,11 @@ static enum MHD_Result queue(donto_coord *c, int route, struct MHD_Connection *c
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
     if (a.status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (a.retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", a.retry_after);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+    }
     if (atomic_load(&c->stopping)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, a.status, resp);
     MHD_destroy_response(resp);
@@ -396,36 +438,209 @@ static enum MHD_Result absorb(donto_coord *c, request *r, const char *data, size
     return MHD_YES;
 }
 
+/* ---- trust: the verifier's verdicts (docs/trust.md) ----------------------------- */
+
+#define SWEEP_AFTER_S 5.0
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Was token suspended by this process in the last little while? Then a
+ * second failing check needs no second suspension (the sweep follows). */
+static int sweep_pending(donto_coord *c, const char *token) {
+    int found = 0;
+    pthread_mutex_lock(&c->sweep_mu);
+    for (int i = 0; i < c->nsweeps && !found; i++) found = strcmp(c->sweeps[i].token, token) == 0;
+    pthread_mutex_unlock(&c->sweep_mu);
+    return found;
+}
+
+static void sweep_add(donto_coord *c, const char *token) {
+    pthread_mutex_lock(&c->sweep_mu);
+    if (c->nsweeps < (int)(sizeof c->sweeps / sizeof c->sweeps[0])) {
+        snprintf(c->sweeps[c->nsweeps].token, sizeof c->sweeps[0].token, "%s", token);
+        c->sweeps[c->nsweeps].at = mono_s() + SWEEP_AFTER_S;
+        c->sweeps[c->nsweeps++].done = 0;
+        pthread_cond_signal(&c->sweep_cv);
+    }
+    pthread_mutex_unlock(&c->sweep_mu);
+}
+
+/* Called on a verifier thread for every check it finished. */
+static void on_verified(void *ctx, const verify_job *job, float cosine, int pass) {
+    donto_coord *c = ctx;
+    donto_store *s = pool_take(&c->pool, 30.0);
+    if (!s) {
+        DLOG_WARN("coord: verify: no store handle free for 30 s; the check of %s %.200s is lost",
+                  donto_target_name((donto_target)job->target), job->item_id);
+        return;
+    }
+    int64_t now = c->now_ms(c->clock_ctx);
+    donto_err e = {0};
+    donto_check chk = {(donto_target)job->target, job->item_id, job->model, job->lease_id, pass};
+    if (donto_store_trust_record(s, job->token, &chk, 1, now, &e))
+        DLOG_WARN("coord: verify: recording the check of token %s: %s", job->token, e.msg);
+    if (!pass && !sweep_pending(c, job->token)) {
+        char reason[256];
+        snprintf(reason, sizeof reason,
+                 "the vector of %s %.60s from worker %.60s did not match the coordinator's own (cosine %.4f, "
+                 "at least %.4f needed)",
+                 donto_target_name((donto_target)job->target), job->item_id, job->worker_id, (double)cosine,
+                 (double)c->min_cosine);
+        int64_t withdrawn = 0;
+        if (donto_store_suspend(s, job->token, reason, now, &withdrawn, &e))
+            DLOG_ERROR("coord: verify: suspending token %s failed: %s", job->token, e.msg);
+        else
+            DLOG_WARN("coord: token %s suspended: %s; %lld of its unverified vectors withdrawn and their items "
+                      "queued again",
+                      job->token, reason, (long long)withdrawn);
+        sweep_add(c, job->token);
+    }
+    pool_give(&c->pool, s);
+}
+
+/* The sweeper: a few seconds after a suspension, withdraw once more what a
+ * submit already past the token gate stored after it. */
+static void *sweeper_main(void *arg) {
+    donto_coord *c = arg;
+    pthread_mutex_lock(&c->sweep_mu);
+    while (!c->sweeper_stop) {
+        double now = mono_s(), next = now + 3600;
+        int due = -1;
+        for (int i = 0; i < c->nsweeps; i++) {
+            if (c->sweeps[i].at <= now) due = i;
+            else if (c->sweeps[i].at < next) next = c->sweeps[i].at;
+        }
+        if (due < 0) {
+            struct timespec dl = deadline_after(next - now);
+            pthread_cond_timedwait(&c->sweep_cv, &c->sweep_mu, &dl);
+            continue;
+        }
+        char token[DONTO_TOKEN_NAME_MAX + 1];
+        snprintf(token, sizeof token, "%s", c->sweeps[due].token);
+        c->sweeps[due] = c->sweeps[--c->nsweeps];
+        pthread_mutex_unlock(&c->sweep_mu);
+        donto_store *s = pool_take(&c->pool, 30.0);
+        if (s) {
+            donto_err e = {0};
+            int64_t withdrawn = 0;
+            if (donto_store_suspend(s, token, "second sweep after the suspension", c->now_ms(c->clock_ctx),
+                                    &withdrawn, &e))
+                DLOG_ERROR("coord: verify: second sweep of token %s failed: %s", token, e.msg);
+            else if (withdrawn)
+                DLOG_WARN("coord: token %s: %lld more vectors withdrawn by the second sweep", token,
+                          (long long)withdrawn);
+            pool_give(&c->pool, s);
+        }
+        pthread_mutex_lock(&c->sweep_mu);
+    }
+    pthread_mutex_unlock(&c->sweep_mu);
+    return NULL;
+}
+
 /* ---- route handlers (one store handle, already taken) --------------------------- */
+
+/* The worker as the store knows it: "<token>/<worker id>" (store.h), so a
+ * token acts only on its own workers' leases. Heap; NULL: out of memory. */
+static char *principal(const request *r, const char *worker_id) {
+    size_t a = strlen(r->token), b = strlen(worker_id);
+    char *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, r->token, a);
+    p[a] = DONTO_WORKER_SEP;
+    memcpy(p + a + 1, worker_id, b + 1);
+    return p;
+}
+
+static answer too_many(int retry_after, const char *fmt, const char *what) {
+    answer a = errorf(429, "rate_limited", fmt, what);
+    a.retry_after = retry_after > 0 ? retry_after : 1;
+    return a;
+}
 
 static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
     donto_lease_req q;
     donto_err e = {0};
     if (donto_proto_parse_lease(r->body, r->len, &q, &e)) return errorf(400, "bad_request", "%s", e.msg);
+    char *who = principal(r, q.worker_id);
+    if (!who) return errorf(500, "internal", "out of memory");
+    int64_t now = c->now_ms(c->clock_ctx);
+    int retry = 0;
+    const char *why = "";
+    int n = limits_lease_allow(c->limits, r->token, who, q.n, now, &retry, &why);
+    answer a;
+    if (n == 0) {
+        a = too_many(retry,
+                     strcmp(why, "rate") == 0 ? "this token leases too often (%s); retry after the delay given"
+                                              : "this token holds its limit of leased items (%s); submit or "
+                                                "release some, or retry after the delay given",
+                     why);
+        goto out;
+    }
     donto_lease_batch b = {0};
-    if (donto_store_lease(s, q.worker_id, q.n, q.target, c->now_ms(c->clock_ctx), c->ttl_ms, &b, &e))
-        return failure("lease", "store_error", &e);
-    answer a = {200, donto_proto_lease_response(&b), NULL};
-    DLOG_DEBUG("coord: lease %s n=%d target=%s -> %zu", q.worker_id, q.n,
+    if (donto_store_lease(s, who, n, q.target, now, c->ttl_ms, &b, &e)) {
+        a = failure("lease", "store_error", &e);
+        goto out;
+    }
+    limits_leased(c->limits, r->token, b.n, now, now + c->ttl_ms);
+    a = (answer){200, donto_proto_lease_response_ttl(&b, c->ttl_ms), NULL, 0};
+    DLOG_DEBUG("coord: lease %s n=%d (asked %d) target=%s -> %zu", who, n, q.n,
                q.target < 0 ? "any" : donto_target_name(q.target), b.n);
     donto_lease_batch_free(&b);
+out:
+    free(who);
     return a;
 }
 
-/* Submit and release share the item list: a submit passes only the items that
- * passed validation to the store, and maps its verdicts back by index. */
-static answer do_items(donto_coord *c, donto_store *s, const request *r, int submit) {
+/* Hand newly stored items to the verifier, each with the token's sampling
+ * probability (trust.h); items of a model the verifier does not embed are
+ * not checked. */
+static void verify_sample(donto_coord *c, const request *r, const char *who, const donto_items_req *q,
+                          const size_t *idx, const donto_submit_item *si, char **texts, size_t nv) {
+    double p = trust_sample_p(&c->trust, r->trust.streak, r->trust.checks);
+    for (size_t j = 0; j < nv; j++) {
+        if (!texts[j]) continue; /* rejected, or a repeat */
+        const donto_proto_item *it = &q->items[idx[j]];
+        if (it->model && c->verify_model && strcmp(it->model, c->verify_model) != 0) continue;
+        pthread_mutex_lock(&c->rng_mu);
+        int draw = trust_draw(p, &c->rng);
+        pthread_mutex_unlock(&c->rng_mu);
+        if (!draw) continue;
+        verify_job job = {.token = (char *)r->token,
+                          .worker_id = (char *)who,
+                          .target = (int)si[j].target,
+                          .item_id = (char *)si[j].item_id,
+                          .model = (char *)it->model,
+                          .text = texts[j],
+                          .vec = (float *)si[j].vector,
+                          .dims = si[j].dims,
+                          .lease_id = si[j].lease_id};
+        verify_push(c->verify, &job); /* a full queue skips the check, counted */
+    }
+}
+
+/* Submit, release and extend share the item list: a submit passes only the
+ * items that passed validation to the store, and maps its verdicts back by
+ * index. */
+enum { ITEMS_SUBMIT, ITEMS_RELEASE, ITEMS_EXTEND };
+static answer do_items(donto_coord *c, donto_store *s, const request *r, int kind) {
     donto_items_req q;
     donto_err e = {0};
-    if ((submit ? donto_proto_parse_submit : donto_proto_parse_release)(r->body, r->len, &q, &e))
+    if ((kind == ITEMS_SUBMIT ? donto_proto_parse_submit : donto_proto_parse_release)(r->body, r->len, &q, &e))
         return errorf(400, "bad_request", "%s", e.msg);
-    answer a = {500, NULL, NULL};
+    answer a = {500, NULL, NULL, 0};
     size_t nv = 0;
     for (size_t i = 0; i < q.n; i++) nv += q.items[i].reason == NULL;
     donto_submit_item *si = calloc(nv ? nv : 1, sizeof *si);
     size_t *idx = calloc(nv ? nv : 1, sizeof *idx);
     donto_reject *rej = calloc(nv ? nv : 1, sizeof *rej);
-    if (!si || !idx || !rej) {
+    char **texts = c->verify && kind == ITEMS_SUBMIT ? calloc(nv ? nv : 1, sizeof *texts) : NULL;
+    char *who = principal(r, q.worker_id);
+    int64_t now = c->now_ms(c->clock_ctx);
+    if (!si || !idx || !rej || !who || (c->verify && kind == ITEMS_SUBMIT && !texts)) {
         a = errorf(500, "internal", "out of memory");
         goto done;
     }
@@ -436,30 +651,48 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int sub
         si[k] = (donto_submit_item){.target = (donto_target)it->target,
                                     .item_id = it->item_id,
                                     .lease_id = it->lease_id,
-                                    .vector = submit ? it->vector : NULL,
-                                    .dims = submit ? it->dims : 0,
+                                    .vector = kind == ITEMS_SUBMIT ? it->vector : NULL,
+                                    .dims = kind == ITEMS_SUBMIT ? it->dims : 0,
                                     .model = it->model};
         idx[k++] = i;
     }
-    if (submit) {
-        donto_submit_result res = {.upserted = 0, .reject = rej};
-        if (nv && donto_store_submit(s, q.worker_id, si, nv, c->now_ms(c->clock_ctx), &res, &e)) {
+    if (kind == ITEMS_SUBMIT) {
+        donto_submit_result res = {.upserted = 0, .reject = rej, .text = texts};
+        if (nv && donto_store_submit(s, who, si, nv, now, &res, &e)) {
             a = failure("submit", "store_error", &e);
             goto done;
         }
-        for (size_t j = 0; j < nv; j++)
+        size_t expired = 0;
+        for (size_t j = 0; j < nv; j++) {
             if (rej[j] != DONTO_REJECT_NONE) q.items[idx[j]].reason = donto_proto_reject_code(rej[j]);
-        a = (answer){200, donto_proto_submit_response(res.upserted, &q), NULL};
-        DLOG_DEBUG("coord: submit %s items=%zu upserted=%zu", q.worker_id, q.n, res.upserted);
-    } else {
+            expired += rej[j] == DONTO_REJECT_LEASE_EXPIRED;
+        }
+        limits_settled(c->limits, r->token, who, res.upserted - res.repeated + expired, expired, now);
+        if (c->verify) verify_sample(c, r, who, &q, idx, si, texts, nv);
+        a = (answer){200, donto_proto_submit_response(res.upserted, &q), NULL, 0};
+        DLOG_DEBUG("coord: submit %s items=%zu upserted=%zu", who, q.n, res.upserted);
+    } else if (kind == ITEMS_RELEASE) {
         size_t released = 0;
-        if (nv && donto_store_release(s, q.worker_id, si, nv, &released, &e)) {
+        if (nv && donto_store_release(s, who, si, nv, &released, &e)) {
             a = failure("release", "store_error", &e);
             goto done;
         }
-        a = (answer){200, donto_proto_release_response(released), NULL};
+        limits_settled(c->limits, r->token, NULL, released, 0, now);
+        a = (answer){200, donto_proto_release_response(released), NULL, 0};
+    } else {
+        size_t extended = 0;
+        if (nv && donto_store_extend(s, who, si, nv, now, c->ttl_ms, &extended, &e)) {
+            a = failure("extend", "store_error", &e);
+            goto done;
+        }
+        limits_extended(c->limits, r->token, now, now + c->ttl_ms);
+        a = (answer){200, donto_proto_extend_response(extended, c->ttl_ms), NULL, 0};
     }
 done:
+    if (texts)
+        for (size_t j = 0; j < nv; j++) free(texts[j]);
+    free(texts);
+    free(who);
     free(si);
     free(idx);
     free(rej);
@@ -471,14 +704,23 @@ static answer do_report(donto_coord *c, donto_store *s, const request *r) {
     donto_report_req q;
     donto_err e = {0};
     if (donto_proto_parse_report(r->body, r->len, &q, &e)) return errorf(400, "bad_request", "%s", e.msg);
+    int64_t now = c->now_ms(c->clock_ctx);
+    int retry = 0;
     answer a;
-    if (donto_store_report(s, q.worker_id, q.kind, q.message, c->now_ms(c->clock_ctx), &e))
+    char *who = principal(r, q.worker_id);
+    if (!who) {
+        a = errorf(500, "internal", "out of memory");
+    } else if (!limits_report_allow(c->limits, r->token, now, &retry)) {
+        a = too_many(retry, "this token reports too often (%s); retry after the delay given", "reports");
+    } else if (donto_store_report(s, who, q.kind, q.message, now, &e)) {
         a = failure("report", "store_error", &e);
-    else
-        a = (answer){200, donto_proto_ok_response(), NULL};
-    /* The message itself stays in the store: it is free text from a worker
-     * and may hold newlines that would forge log lines. */
-    DLOG_INFO("coord: report from %s (%s), %zu bytes", q.worker_id, q.kind, strlen(q.message));
+    } else {
+        a = (answer){200, donto_proto_ok_response(), NULL, 0};
+        /* The message itself stays in the store: it is free text from a
+         * worker and may hold newlines that would forge log lines. */
+        DLOG_INFO("coord: report from %s (%s), %zu bytes", who, q.kind, strlen(q.message));
+    }
+    free(who);
     donto_report_req_free(&q);
     return a;
 }
@@ -521,9 +763,23 @@ static answer do_stats(donto_coord *c, donto_store *s) {
     if (donto_store_reports_recent(s, STATS_LIST_MAX, &rep, &nrep, &e) == 0)
         x.have_reports = 1, x.reports = rep, x.n_reports = nrep;
     else if (e.code != DONTO_E_NOT_FOUND) DLOG_WARN("coord: stats: reports: %s", e.msg);
-    answer a = {200, donto_proto_stats_response(st, &x), NULL};
+    donto_token_info *tok = NULL;
+    size_t ntok = 0;
+    if (donto_store_token_list(s, &tok, &ntok, &e) == 0)
+        x.have_tokens = 1, x.tokens = tok, x.n_tokens = ntok;
+    else if (e.code != DONTO_E_NOT_FOUND) DLOG_WARN("coord: stats: tokens: %s", e.msg);
+    if (c->verify) {
+        verify_stats vs;
+        verify_pool_stats(c->verify, &vs);
+        x.have_verify = 1;
+        x.verify_queued = (int64_t)vs.queued, x.verify_done = (int64_t)vs.done;
+        x.verify_passed = (int64_t)vs.passed, x.verify_failed = (int64_t)vs.failed;
+        x.verify_dropped = (int64_t)vs.dropped;
+    }
+    answer a = {200, donto_proto_stats_response(st, &x), NULL, 0};
     donto_contributor_list_free(con, ncon);
     donto_report_list_free(rep, nrep);
+    donto_token_list_free(tok, ntok);
     return a;
 }
 
@@ -550,7 +806,38 @@ static answer do_metrics(donto_coord *c, donto_store *s) {
     unsigned long long hits[R_N + 1][N_STATUS];
     for (int r = 0; r <= R_N; r++)
         for (size_t k = 0; k < N_STATUS; k++) hits[r][k] = atomic_load_explicit(&c->hits[r][k], memory_order_relaxed);
+    donto_token_info *tok = NULL;
+    size_t ntok = 0;
+    if (donto_store_token_list(s, &tok, &ntok, &e) && e.code != DONTO_E_NOT_FOUND)
+        DLOG_WARN("coord: metrics: tokens: %s", e.msg);
     char *text = donto_metrics_text(st, have_rate, per_min, have_con, con, ncon);
+    char *trust = donto_metrics_trust_text(tok, ntok);
+    donto_token_list_free(tok, ntok);
+    if (text && trust) {
+        char *both = malloc(strlen(text) + strlen(trust) + 1);
+        if (both) strcat(strcpy(both, text), trust);
+        free(text);
+        text = both;
+    }
+    free(trust);
+    if (text && c->verify) {
+        verify_stats vs;
+        verify_pool_stats(c->verify, &vs);
+        char v[768];
+        snprintf(v, sizeof v,
+                 "# HELP donto_embed_verify_total Submitted vectors the coordinator re-embedded to check them, by "
+                 "outcome (skipped: its queue was full).\n# TYPE donto_embed_verify_total counter\n"
+                 "donto_embed_verify_total{outcome=\"passed\"} %llu\ndonto_embed_verify_total{outcome=\"failed\"} %llu\n"
+                 "donto_embed_verify_total{outcome=\"skipped\"} %llu\n"
+                 "# HELP donto_embed_verify_queued Checks waiting.\n# TYPE donto_embed_verify_queued gauge\n"
+                 "donto_embed_verify_queued %llu\n",
+                 (unsigned long long)vs.passed, (unsigned long long)vs.failed, (unsigned long long)vs.dropped,
+                 (unsigned long long)vs.queued);
+        char *both = malloc(strlen(text) + strlen(v) + 1);
+        if (both) strcat(strcpy(both, text), v);
+        free(text);
+        text = both;
+    }
     /* The request counters are appended here: routes and statuses are ours. */
     size_t cap = 4096, len = 0;
     char *h = malloc(cap);
@@ -577,14 +864,14 @@ static answer do_metrics(donto_coord *c, donto_store *s) {
                                         r < R_N ? k_routes[r].path + 1 : "none", code, hits[r][k]);
             }
     }
-    answer a = {500, NULL, NULL};
+    answer a = {500, NULL, NULL, 0};
     if (text && h) {
         size_t tl = strlen(text);
         char *all = malloc(tl + len + 1);
         if (all) {
             memcpy(all, text, tl);
             memcpy(all + tl, h, len + 1);
-            a = (answer){200, all, "text/plain; version=0.0.4; charset=utf-8"};
+            a = (answer){200, all, "text/plain; version=0.0.4; charset=utf-8", 0};
         }
     }
     free(text);
@@ -624,7 +911,7 @@ static answer do_recall(donto_coord *c, donto_store *s, struct MHD_Connection *c
     char *json = donto_recall_json(q, (donto_target)t, c->recall_model ? c->recall_model : "", &info, hits, n);
     donto_recall_hits_free(hits, n);
     if (!json) return errorf(500, "internal", "cannot encode the answer (a stored text is not valid UTF-8)");
-    return (answer){200, json, NULL};
+    return (answer){200, json, NULL, 0};
 }
 
 /* Unauthenticated: says whether the database answers, never why not. */
@@ -633,19 +920,18 @@ static answer do_health(donto_coord *c, donto_store *s) {
     int up = donto_store_ping(s, &e) == 0;
     if (!up) DLOG_WARN("coord: health: %s", e.msg);
     return (answer){up ? 200 : 503,
-                    donto_proto_health_response(up, c->version, up, up ? NULL : "database unreachable"), NULL};
+                    donto_proto_health_response(up, c->version, up, up ? NULL : "database unreachable"), NULL, 0};
 }
 
-/* The token gate: 401 for unknown or revoked tokens, 403 for a contributor
- * on an admin route. Runs on the request's one handle. */
-static int gate(donto_store *s, const request *r, answer *a) {
+/* The token gate: 401 for unknown or revoked tokens; 403 for a token on a
+ * route its role does not open, or a suspended token on a worker route.
+ * Runs on the request's one handle; fills r's token, role and trust. */
+static int gate(donto_store *s, request *r, answer *a) {
     int need = k_routes[r->route].token;
-    if (!need) return 0;
+    if (need == NEED_NONE) return 0;
     int found = 0;
-    donto_role role = DONTO_ROLE_CONTRIBUTOR;
-    char name[128] = "";
     donto_err e = {0};
-    if (donto_store_token_check(s, r->token_hash, &found, &role, name, sizeof name, &e)) {
+    if (donto_store_token_check(s, r->token_hash, &found, &r->role, r->token, sizeof r->token, &r->trust, &e)) {
         *a = failure("token check", "store_error", &e);
         return -1;
     }
@@ -653,9 +939,26 @@ static int gate(donto_store *s, const request *r, answer *a) {
         *a = errorf(401, "unauthorized", "unknown or revoked token");
         return -1;
     }
-    if (need == 2 && role != DONTO_ROLE_ADMIN) {
+    if (need == NEED_ADMIN && r->role != DONTO_ROLE_ADMIN) {
         *a = errorf(403, "forbidden", "this route needs an admin token");
         return -1;
+    }
+    if (need == NEED_READER && r->role != DONTO_ROLE_ADMIN && r->role != DONTO_ROLE_READER) {
+        *a = errorf(403, "forbidden", "this route needs a reader or admin token (contributor tokens cannot "
+                                      "read the substrate)");
+        return -1;
+    }
+    if (need == NEED_WORKER) {
+        if (strchr(r->token, DONTO_WORKER_SEP)) {
+            /* Made before names were checked: its workers would be ambiguous. */
+            *a = errorf(403, "forbidden", "this token's name holds a '/'; ask the operator for a new token");
+            return -1;
+        }
+        if (r->trust.suspended) {
+            *a = errorf(403, "suspended", "this token is suspended: %s; ask the operator to review it",
+                        r->trust.reason[0] ? r->trust.reason : "no reason recorded");
+            return -1;
+        }
     }
     return 0;
 }
@@ -667,7 +970,7 @@ static enum MHD_Result on_complete(donto_coord *c, struct MHD_Connection *conn, 
                      NULL);
     /* The admin page is a constant: no store, no token (it asks for one). */
     if (r->route == R_ADMIN)
-        return queue(c, r->route, conn, (answer){200, strdup(donto_admin_page), "text/html; charset=utf-8"}, NULL);
+        return queue(c, r->route, conn, (answer){200, strdup(donto_admin_page), "text/html; charset=utf-8", 0}, NULL);
     /* Health answers fast even when the pool is saturated: a load balancer
      * probing it must not queue behind the work. */
     double wait = r->route == R_HEALTH && c->pool_wait_s > 2 ? 2 : c->pool_wait_s;
@@ -675,16 +978,17 @@ static enum MHD_Result on_complete(donto_coord *c, struct MHD_Connection *conn, 
     if (!s) {
         if (r->route == R_HEALTH)
             return queue(c, r->route, conn,
-                         (answer){503, donto_proto_health_response(0, c->version, 0, "no store handle free"), NULL},
+                         (answer){503, donto_proto_health_response(0, c->version, 0, "no store handle free"), NULL, 0},
                          NULL);
         return queue(c, r->route, conn, errorf(503, "busy", "all %d store handles are in use; retry later", c->pool.n), NULL);
     }
-    answer a = {500, NULL, NULL};
+    answer a = {500, NULL, NULL, 0};
     if (gate(s, r, &a) == 0) {
         switch (r->route) {
         case R_LEASE: a = do_lease(c, s, r); break;
-        case R_SUBMIT: a = do_items(c, s, r, 1); break;
-        case R_RELEASE: a = do_items(c, s, r, 0); break;
+        case R_SUBMIT: a = do_items(c, s, r, ITEMS_SUBMIT); break;
+        case R_RELEASE: a = do_items(c, s, r, ITEMS_RELEASE); break;
+        case R_EXTEND: a = do_items(c, s, r, ITEMS_EXTEND); break;
         case R_REPORT: a = do_report(c, s, r); break;
         case R_STATS: a = do_stats(c, s); break;
         case R_METRICS: a = do_metrics(c, s); break;
@@ -795,6 +1099,68 @@ static char *normalise_base(const char *b) {
     return o;
 }
 
+/* Limits, the verifier and the sweeper (after the pool: they use it). */
+static int trust_start(donto_coord *c, const donto_coord_config *cfg, donto_err *err) {
+    coord_limits_config lc = {
+        .lease_per_s = cfg->lease_per_s > 0 ? cfg->lease_per_s : cfg->lease_per_s < 0 ? 0 : LIMITS_LEASE_PER_S,
+        .lease_burst = LIMITS_LEASE_BURST,
+        .report_per_min = cfg->report_per_min > 0 ? cfg->report_per_min
+                          : cfg->report_per_min < 0 ? 0 : LIMITS_REPORT_PER_MIN,
+        .report_burst = LIMITS_REPORT_BURST,
+        .max_outstanding = cfg->max_outstanding > 0 ? cfg->max_outstanding
+                           : cfg->max_outstanding < 0 ? 0 : LIMITS_MAX_OUTSTANDING,
+    };
+    if (lc.lease_per_s > 0 && lc.lease_burst < lc.lease_per_s) lc.lease_burst = lc.lease_per_s;
+    if (!(c->limits = limits_new(&lc))) return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
+    trust_params_default(&c->trust);
+    if (cfg->trust_after > 0) c->trust.trust_after = cfg->trust_after;
+    if (cfg->verify_floor > 0) c->trust.p_floor = cfg->verify_floor;
+    c->rng = cfg->verify_seed ? cfg->verify_seed : trust_rng_seed();
+    if (pthread_mutex_init(&c->rng_mu, NULL) || pthread_mutex_init(&c->sweep_mu, NULL) ||
+        cond_init_mono(&c->sweep_cv))
+        return donto_seterr(err, "cannot create locks");
+    if (!cfg->verify_model_dir) {
+        DLOG_WARN("coord: submitted vectors are not verified (no --model to check them with): see docs/trust.md");
+        return 0;
+    }
+    const char *name = cfg->verify_model_name ? cfg->verify_model_name : cfg->recall_model;
+    c->verify_model = name ? strdup(name) : NULL;
+    verify_config vc;
+    verify_config_default(&vc);
+    vc.model_dir = cfg->verify_model_dir;
+    if (cfg->verify_threads > 0) vc.threads = cfg->verify_threads;
+    if (cfg->verify_queue > 0) vc.queue_cap = cfg->verify_queue;
+    if (cfg->verify_min_cosine > 0) vc.min_cosine = (float)cfg->verify_min_cosine;
+    c->min_cosine = vc.min_cosine;
+    vc.done = on_verified;
+    vc.ctx = c;
+    if (verify_pool_open(&vc, &c->verify, err)) return donto_preerr(err, "verifier");
+    c->sweeper_on = pthread_create(&c->sweeper, NULL, sweeper_main, c) == 0;
+    if (!c->sweeper_on) return donto_seterr(err, "cannot start the sweeper thread");
+    DLOG_INFO("coord: verifying submitted vectors with %s (min cosine %.4f; trusted after %lld checks passed in a "
+              "row, then sampled down to %.3g)",
+              cfg->verify_model_dir, (double)c->min_cosine, (long long)c->trust.trust_after,
+              c->trust.p_floor);
+    return 0;
+}
+
+static void trust_stop(donto_coord *c) {
+    if (c->sweeper_on) {
+        pthread_mutex_lock(&c->sweep_mu);
+        c->sweeper_stop = 1;
+        pthread_cond_signal(&c->sweep_cv);
+        pthread_mutex_unlock(&c->sweep_mu);
+        pthread_join(c->sweeper, NULL);
+        c->sweeper_on = 0;
+    }
+    verify_pool_close(c->verify); /* finishes the batch in hand, which may use the pool */
+    c->verify = NULL;
+    limits_free(c->limits);
+    c->limits = NULL;
+    free(c->verify_model);
+    c->verify_model = NULL;
+}
+
 int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_err *err) {
     *out = NULL;
     if (!cfg->open_store && !cfg->db_url) return donto_seterr(err, "no database given");
@@ -831,6 +1197,8 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
         return donto_seterr(err, "cannot create locks");
     }
     if (pool_open(&c->pool, pool, cfg, err)) goto fail;
+    for (int i = 0; i < c->pool.n; i++) donto_store_set_verified_only(c->pool.all[i], cfg->verified_only);
+    if (trust_start(c, cfg, err)) goto fail;
 
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     if (v6) flags |= MHD_USE_IPv6;
@@ -881,6 +1249,7 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
     *out = c;
     return 0;
 fail:
+    trust_stop(c);
     pool_close(&c->pool);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->idle_cv);
@@ -913,6 +1282,7 @@ void donto_coord_stop(donto_coord *c, double drain_s) {
      * no handler runs, so the pool can go. */
     MHD_stop_daemon(c->d);
     if (ls != MHD_INVALID_SOCKET) close(ls);
+    trust_stop(c); /* the verifier and sweeper use the pool: before it goes */
     pool_close(&c->pool);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->idle_cv);

@@ -85,6 +85,42 @@ static const donto_migration STORE_MIGRATIONS[] = {
           "DROP INDEX IF EXISTS queue_ready;",
       [DONTO_DB_POSTGRES] =
           "DROP INDEX IF EXISTS queue_ready;"}},
+    /* Contributor trust (docs/trust.md). A vector keeps the token that sent
+     * it, whether the coordinator verified it, and its text, so that a
+     * withdrawn vector's item can be queued again (the queue row is gone by
+     * then). Vectors written before this migration have no token and no
+     * text: they are never withdrawn, and count as unverified. Reports name
+     * their token. Tokens gain the reader role (SQLite cannot alter a CHECK:
+     * the table is rebuilt) and a trust record. */
+    {7, "contributor trust",
+     {[DONTO_DB_SQLITE] =
+          "ALTER TABLE vectors ADD COLUMN token TEXT;"
+          "ALTER TABLE vectors ADD COLUMN verified INTEGER NOT NULL DEFAULT 0;"
+          "ALTER TABLE vectors ADD COLUMN text TEXT;"
+          "CREATE INDEX vectors_token ON vectors (token, verified) WHERE token IS NOT NULL;"
+          "ALTER TABLE reports ADD COLUMN token TEXT;"
+          "CREATE TABLE tokens_v7 (name TEXT PRIMARY KEY, hash BLOB NOT NULL UNIQUE,"
+          " role TEXT NOT NULL CHECK (role IN ('contributor', 'reader', 'admin')),"
+          " created INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0,"
+          " suspended INTEGER NOT NULL DEFAULT 0, reason TEXT NOT NULL DEFAULT '',"
+          " streak INTEGER NOT NULL DEFAULT 0, checks INTEGER NOT NULL DEFAULT 0,"
+          " failed INTEGER NOT NULL DEFAULT 0, withdrawn INTEGER NOT NULL DEFAULT 0,"
+          " suspended_at INTEGER NOT NULL DEFAULT 0);"
+          "INSERT INTO tokens_v7 (name, hash, role, created, revoked)"
+          " SELECT name, hash, role, created, revoked FROM tokens;"
+          "DROP TABLE tokens;"
+          "ALTER TABLE tokens_v7 RENAME TO tokens;",
+      [DONTO_DB_POSTGRES] =
+          "ALTER TABLE vectors ADD COLUMN token TEXT, ADD COLUMN verified SMALLINT NOT NULL DEFAULT 0,"
+          " ADD COLUMN text TEXT;"
+          "CREATE INDEX vectors_token ON vectors (token, verified) WHERE token IS NOT NULL;"
+          "ALTER TABLE reports ADD COLUMN token TEXT;"
+          "ALTER TABLE tokens DROP CONSTRAINT IF EXISTS tokens_role_check,"
+          " ADD CONSTRAINT tokens_role_check CHECK (role IN ('contributor', 'reader', 'admin')),"
+          " ADD COLUMN suspended SMALLINT NOT NULL DEFAULT 0, ADD COLUMN reason TEXT NOT NULL DEFAULT '',"
+          " ADD COLUMN streak BIGINT NOT NULL DEFAULT 0, ADD COLUMN checks BIGINT NOT NULL DEFAULT 0,"
+          " ADD COLUMN failed BIGINT NOT NULL DEFAULT 0, ADD COLUMN withdrawn BIGINT NOT NULL DEFAULT 0,"
+          " ADD COLUMN suspended_at BIGINT NOT NULL DEFAULT 0;"}},
 };
 
 const donto_migrations DONTO_STORE_MIGRATIONS = {

@@ -42,8 +42,12 @@ enum {
     Q_LEASE, Q_SUB_LOCK, Q_SUB_VEC, Q_MODEL_GET, Q_MODEL_ADD,
     Q_SUB_WRITE, Q_CONTRIB, Q_MINUTE, Q_SERIES, Q_MIN_PRUNE, Q_RELEASE, Q_REPORT, Q_STATS_VEC, Q_STATS_QUEUE,
     Q_SINCE, Q_CONTRIB_LIST, Q_REPORTS, Q_TOK_ADD, Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST,
-    Q_MIG_HAS, Q_MIG_ADD, Q_VEC_MARK, Q_VEC_PAGE, Q_N
+    Q_MIG_HAS, Q_MIG_ADD, Q_VEC_MARK, Q_VEC_PAGE, Q_REPORT_PRUNE, Q_EXTEND, Q_CHECK_VEC, Q_CHECK_TOK,
+    Q_SUSP_REQUEUE, Q_SUSP_DELETE, Q_SUSP_RELEASE, Q_SUSP_TOK, Q_SUSP_REPORT, Q_UNSUSP, Q_N
 };
+
+/* A token's trust record, in the order trust_cols() reads it. */
+#define TRUST_COLS "suspended, streak, checks, failed, withdrawn, suspended_at, reason"
 
 #define LEASE_SQL                                                                                \
     "WITH c AS (SELECT ctid FROM queue WHERE target = $5 AND lease_expires <= $1 "               \
@@ -60,7 +64,7 @@ static const struct {
     /* Every queue row of a submit batch, locked in key order: a submit and a
      * lease (or another submit) of the same row are serialized, the verdict
      * is taken on the row as it is now, and two submits cannot deadlock. */
-    [Q_SUB_LOCK] = {"SELECT u.ord, q.model, q.lease_owner, q.lease_id FROM "
+    [Q_SUB_LOCK] = {"SELECT u.ord, q.model, q.lease_owner, q.lease_id, q.text FROM "
                     "unnest($1::smallint[], $2::text[], $3::text[]) WITH ORDINALITY "
                     "AS u(t, i, m, ord) JOIN queue q ON q.target = u.t AND q.item_id = u.i "
                     "AND (u.m IS NULL OR q.model = u.m) "
@@ -78,13 +82,16 @@ static const struct {
     [Q_SUB_WRITE] = {"WITH u AS (SELECT * FROM unnest($1::smallint[], $2::text[], $3::text[], "
                      "$4::int[], $5::bytea[], $6::bigint[]) AS u(t, i, m, d, v, l)), "
                      "del AS (DELETE FROM queue q USING u WHERE q.target = u.t AND "
-                     "q.item_id = u.i AND q.model = u.m) "
+                     "q.item_id = u.i AND q.model = u.m RETURNING q.target, q.item_id, q.model, q.text) "
                      "INSERT INTO vectors (target, item_id, model, dims, vec, contributor, "
-                     "lease_id, created) SELECT t, i, m, d, v, $7, l, $8 FROM u "
+                     "lease_id, created, token, verified, text) SELECT u.t, u.i, u.m, u.d, u.v, $7, u.l, $8, "
+                     "$9::text, CASE WHEN $9::text IS NULL THEN 1 ELSE 0 END, del.text FROM u LEFT JOIN del "
+                     "ON del.target = u.t AND del.item_id = u.i AND del.model = u.m "
                      "ON CONFLICT (target, item_id, model) DO UPDATE SET dims = EXCLUDED.dims, "
                      "vec = EXCLUDED.vec, contributor = EXCLUDED.contributor, "
-                     "lease_id = EXCLUDED.lease_id, created = EXCLUDED.created",
-                     8},
+                     "lease_id = EXCLUDED.lease_id, created = EXCLUDED.created, token = EXCLUDED.token, "
+                     "verified = EXCLUDED.verified, text = EXCLUDED.text",
+                     9},
     [Q_CONTRIB] = {"INSERT INTO contributors (worker_id, total, rejected, last_seen) "
                    "VALUES ($1, $2, $3, $4) ON CONFLICT (worker_id) DO UPDATE SET "
                    "total = contributors.total + EXCLUDED.total, "
@@ -95,9 +102,9 @@ static const struct {
                    "AND item_id = $2 AND ($3::text IS NULL OR model = $3) AND lease_owner = $4 "
                    "AND ($5::bigint = 0 OR lease_id = $5)",
                    5},
-    [Q_REPORT] = {"INSERT INTO reports (worker_id, kind, message, created) "
-                  "VALUES ($1, $2, $3, $4)",
-                  4},
+    [Q_REPORT] = {"INSERT INTO reports (worker_id, kind, message, created, token) "
+                  "VALUES ($1, $2, $3, $4, $5)",
+                  5},
     [Q_STATS_VEC] = {"SELECT target, count(*) FROM vectors GROUP BY target", 0},
     [Q_STATS_QUEUE] = {"SELECT target, count(*) FILTER (WHERE lease_expires <= $1), "
                        "count(*) FILTER (WHERE lease_expires > $1) FROM queue GROUP BY target",
@@ -119,24 +126,53 @@ static const struct {
                    "ORDER BY created DESC, id DESC LIMIT $1",
                    1},
     [Q_TOK_ADD] = {"INSERT INTO tokens (name, hash, role, created) VALUES ($1, $2, $3, $4)", 4},
-    [Q_TOK_CHECK] = {"SELECT name, role FROM tokens WHERE hash = $1 AND revoked = 0", 1},
+    [Q_TOK_CHECK] = {"SELECT name, role, " TRUST_COLS " FROM tokens WHERE hash = $1 AND revoked = 0", 1},
     [Q_TOK_REVOKE] = {"UPDATE tokens SET revoked = 1 WHERE name = $1 AND revoked = 0", 1},
-    [Q_TOK_LIST] = {"SELECT name, role, created, revoked FROM tokens ORDER BY name", 0},
+    [Q_TOK_LIST] = {"SELECT name, role, " TRUST_COLS ", created, revoked FROM tokens ORDER BY name", 0},
     [Q_MIG_HAS] = {"SELECT 1 FROM donto_migrations WHERE module = $1 AND version = $2", 2},
     [Q_MIG_ADD] = {"INSERT INTO donto_migrations (module, version, name) VALUES ($1, $2, $3)", 3},
     /* Recall: both walk the vectors_recall index (migration 5). The page is
      * read in binary (raw bytea, no hex round trip). */
     [Q_VEC_MARK] = {"SELECT count(*), max(created) FROM vectors WHERE target = $1 AND model = $2 "
-                    "AND created > $3",
-                    3},
+                    "AND created > $3 AND ($4::int = 0 OR verified = 1)",
+                    4},
     [Q_VEC_PAGE] = {"SELECT item_id, created, dims, vec FROM vectors WHERE target = $1 AND model = $2 "
                     "AND created >= $3 AND ($4::text IS NULL OR (created, item_id) > ($3, $4::text)) "
-                    "ORDER BY created, item_id LIMIT $5",
-                    5},
+                    "AND ($6::int = 0 OR verified = 1) ORDER BY created, item_id LIMIT $5",
+                    6},
+    [Q_REPORT_PRUNE] = {"DELETE FROM reports WHERE created < $1", 1},
+    [Q_EXTEND] = {"UPDATE queue SET lease_expires = GREATEST(lease_expires, $6) WHERE target = $1 AND "
+                  "item_id = $2 AND ($3::text IS NULL OR model = $3) AND lease_owner = $4 AND "
+                  "($5::bigint = 0 OR lease_id = $5)",
+                  6},
+    /* Trust (migration 7, docs/trust.md). */
+    [Q_CHECK_VEC] = {"UPDATE vectors SET verified = 1 WHERE target = $1 AND item_id = $2 AND "
+                     "($3::text IS NULL OR model = $3) AND token = $4 AND "
+                     "lease_id IS NOT DISTINCT FROM $5::bigint",
+                     5},
+    [Q_CHECK_TOK] = {"UPDATE tokens SET checks = checks + $2, failed = failed + $3, streak = "
+                     "CASE WHEN $3::bigint > 0 THEN $4::bigint ELSE streak + $4::bigint END WHERE name = $1",
+                     4},
+    [Q_SUSP_REQUEUE] = {"INSERT INTO queue (target, item_id, model, text) SELECT target, item_id, model, "
+                        "text FROM vectors WHERE token = $1 AND verified = 0 AND text IS NOT NULL "
+                        "ON CONFLICT DO NOTHING",
+                        1},
+    [Q_SUSP_DELETE] = {"DELETE FROM vectors WHERE token = $1 AND verified = 0 AND text IS NOT NULL", 1},
+    [Q_SUSP_RELEASE] = {"UPDATE queue SET lease_owner = NULL, lease_expires = 0 WHERE "
+                        "lease_owner >= $1 || '/' AND lease_owner < $1 || '0' AND lease_expires > $2",
+                        2},
+    [Q_SUSP_TOK] = {"UPDATE tokens SET suspended = 1, reason = $2, suspended_at = $3, streak = 0, "
+                    "withdrawn = withdrawn + $4 WHERE name = $1",
+                    4},
+    [Q_SUSP_REPORT] = {"INSERT INTO reports (worker_id, kind, message, created, token) "
+                       "VALUES ('coordinator', 'suspended', $2, $3, $1)",
+                       3},
+    [Q_UNSUSP] = {"UPDATE tokens SET suspended = 0, reason = '', streak = 0 WHERE name = $1 AND suspended = 1",
+                  1},
 };
 
 #define MODEL_CACHE 8
-#define MAXP 8
+#define MAXP 12
 
 typedef struct pg_store {
     donto_store base;
@@ -654,6 +690,7 @@ static int pg_submit_once(pg_store *s, const char *worker_id, const donto_submit
             if (!repeat) {
                 accept[i] = 1;
                 nacc++;
+                if (res->text && best[i] >= 0) res->text[i] = sdup(q, best[i], 4);
             }
         }
         res->reject[i] = v;
@@ -693,6 +730,8 @@ static int pg_submit_once(pg_store *s, const char *worker_id, const donto_submit
         p_text(&w, al.p);
         p_text(&w, worker_id);
         p_i64(&w, now_ms);
+        char token[DONTO_TOKEN_NAME_MAX + 1];
+        p_text(&w, donto_worker_token(worker_id, token, sizeof token) == 0 ? token : NULL);
         if (!(q = pg_q(s, Q_SUB_WRITE, &w, "submit: move to vectors", err))) goto out;
         PQclear(q);
         q = NULL;
@@ -723,6 +762,8 @@ static int pg_submit_once(pg_store *s, const char *worker_id, const donto_submit
 out:
     PQclear(q);
     if (rc) pg_abort(s);
+    if (rc && res->text)
+        for (size_t i = 0; i < n; i++) free(res->text[i]), res->text[i] = NULL;
     for (size_t i = 0; i < n; i++) free(model[i]);
     free(model);
     free(best);
@@ -796,9 +837,15 @@ static int pg_report(donto_store *b, const char *worker_id, const char *kind, co
     p_text(&p, kind ? kind : "");
     p_text(&p, cut);
     p_i64(&p, now_ms);
+    char token[DONTO_TOKEN_NAME_MAX + 1];
+    p_text(&p, donto_worker_token(worker_id, token, sizeof token) == 0 ? token : NULL);
     PGresult *r = NULL;
     if (pg_cmd(s, "BEGIN", err)) goto fail;
     if (!(r = pg_q(s, Q_REPORT, &p, "report insert", err))) goto fail;
+    PQclear(r);
+    pgp pr = {0};
+    p_i64(&pr, now_ms - DONTO_REPORT_KEEP_MS);
+    if (!(r = pg_q(s, Q_REPORT_PRUNE, &pr, "report: prune", err))) goto fail;
     PQclear(r);
     pgp c = {0};
     p_text(&c, worker_id);
@@ -950,8 +997,19 @@ static int pg_token_add(donto_store *b, const char *name, donto_role role, const
     return 0;
 }
 
+/* The TRUST_COLS of row i, from column c on. */
+static void trust_cols(PGresult *r, int i, int c, donto_trust *t) {
+    t->suspended = i64(r, i, c) != 0;
+    t->streak = i64(r, i, c + 1);
+    t->checks = i64(r, i, c + 2);
+    t->failed = i64(r, i, c + 3);
+    t->withdrawn = i64(r, i, c + 4);
+    t->suspended_at = i64(r, i, c + 5);
+    snprintf(t->reason, sizeof t->reason, "%s", PQgetisnull(r, i, c + 6) ? "" : PQgetvalue(r, i, c + 6));
+}
+
 static int pg_token_check(donto_store *b, const uint8_t hash[32], int *found, donto_role *role,
-                          char *name, size_t name_cap, donto_err *err) {
+                          char *name, size_t name_cap, donto_trust *trust, donto_err *err) {
     pg_store *s = (pg_store *)b;
     *found = 0;
     if (pg_ready(s, err)) return -1;
@@ -965,6 +1023,7 @@ static int pg_token_check(donto_store *b, const uint8_t hash[32], int *found, do
             *found = 1;
             if (role) *role = (donto_role)ro;
             if (name && name_cap) snprintf(name, name_cap, "%s", PQgetvalue(r, 0, 0));
+            if (trust) trust_cols(r, 0, 2, trust);
         }
     }
     PQclear(r);
@@ -996,8 +1055,9 @@ static int pg_token_list(donto_store *b, donto_token_info **out, size_t *n, dont
         (*out)[i].name = sdup(r, i, 0);
         int ro = donto_role_parse(PQgetvalue(r, i, 1));
         (*out)[i].role = ro < 0 ? DONTO_ROLE_CONTRIBUTOR : (donto_role)ro;
-        (*out)[i].created = i64(r, i, 2);
-        (*out)[i].revoked = i64(r, i, 3) != 0;
+        trust_cols(r, i, 2, &(*out)[i].trust);
+        (*out)[i].created = i64(r, i, 9);
+        (*out)[i].revoked = i64(r, i, 10) != 0;
     }
     *n = (size_t)rows;
     PQclear(r);
@@ -1014,6 +1074,7 @@ static int pg_vectors_mark(donto_store *b, donto_target t, const char *model, in
     p_i64(&p, (int64_t)t);
     p_text(&p, model);
     p_i64(&p, since_ms);
+    p_i64(&p, b->verified_only);
     PGresult *r = pg_q(s, Q_VEC_MARK, &p, "vectors high-water mark", err);
     if (!r) return -1;
     *count = i64(r, 0, 0);
@@ -1041,6 +1102,7 @@ static int pg_vectors_page(donto_store *b, donto_target t, const char *model, in
     p_i64(&p, after_id ? after_created : after_created + 1);
     p_text(&p, after_id);
     p_i64(&p, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
+    p_i64(&p, b->verified_only);
     PGresult *r = pg_qf(s, Q_VEC_PAGE, &p, "read vectors", 1, err);
     if (!r) return -1;
     int rows = PQntuples(r);
@@ -1062,6 +1124,125 @@ static int pg_vectors_page(donto_store *b, donto_target t, const char *model, in
             return donto_preerr(err, "postgres");
         }
     }
+    PQclear(r);
+    return 0;
+}
+
+static int pg_extend(donto_store *b, const char *worker_id, const donto_submit_item *items, size_t n,
+                     int64_t now_ms, int64_t ttl_ms, size_t *extended, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    if (pg_ready(s, err)) return -1;
+    size_t count = 0;
+    if (pg_cmd(s, "BEGIN", err)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        pgp p = {0};
+        p_i64(&p, items[i].target);
+        p_text(&p, items[i].item_id);
+        p_text(&p, items[i].model);
+        p_text(&p, worker_id);
+        p_i64(&p, items[i].lease_id);
+        p_i64(&p, now_ms + ttl_ms);
+        PGresult *r = pg_q(s, Q_EXTEND, &p, "extend", err);
+        if (!r) return pg_abort(s);
+        count += changed(r);
+        PQclear(r);
+    }
+    if (pg_cmd(s, "COMMIT", err)) return pg_abort(s);
+    *extended = count;
+    return 0;
+}
+
+/* Run q with p inside the caller's transaction; -1 (rolled back) on failure. */
+static int pg_step(pg_store *s, int q, const pgp *p, const char *step, size_t *changes, donto_err *err) {
+    PGresult *r = pg_q(s, q, p, step, err);
+    if (!r) return pg_abort(s);
+    if (changes) *changes = changed(r);
+    PQclear(r);
+    return 0;
+}
+
+static int pg_trust_record(donto_store *b, const char *token, const donto_check *checks, size_t n,
+                           int64_t now_ms, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    (void)now_ms;
+    if (pg_ready(s, err)) return -1;
+    int64_t passed = 0, failed = 0, tail = 0; /* tail: passes after the last failure */
+    if (pg_cmd(s, "BEGIN", err)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!checks[i].pass) {
+            failed++;
+            tail = 0;
+            continue;
+        }
+        passed++;
+        tail++;
+        pgp p = {0};
+        p_i64(&p, checks[i].target);
+        p_text(&p, checks[i].item_id);
+        p_text(&p, checks[i].model);
+        p_text(&p, token);
+        p_i64(&p, checks[i].lease_id);
+        if (pg_step(s, Q_CHECK_VEC, &p, "trust: mark verified", NULL, err)) return -1;
+    }
+    pgp p = {0};
+    p_text(&p, token);
+    p_i64(&p, passed + failed);
+    p_i64(&p, failed);
+    p_i64(&p, tail);
+    if (pg_step(s, Q_CHECK_TOK, &p, "trust: count checks", NULL, err)) return -1;
+    if (pg_cmd(s, "COMMIT", err)) return pg_abort(s);
+    return 0;
+}
+
+static int pg_suspend(donto_store *b, const char *token, const char *reason, int64_t now_ms,
+                      int64_t *withdrawn, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    if (pg_ready(s, err)) return -1;
+    size_t len = donto_utf8_prefix(reason, DONTO_REPORT_MAX_CHARS);
+    char *cut = donto_xmalloc(len + 1);
+    memcpy(cut, reason, len);
+    cut[len] = 0;
+    size_t w = 0;
+    int rc = -1;
+    pgp t = {0};
+    p_text(&t, token);
+    pgp rel = {0};
+    p_text(&rel, token);
+    p_i64(&rel, now_ms);
+    if (pg_cmd(s, "BEGIN", err)) goto out;
+    if (pg_step(s, Q_SUSP_REQUEUE, &t, "suspend: queue again", NULL, err)) goto out;
+    if (pg_step(s, Q_SUSP_DELETE, &t, "suspend: withdraw vectors", &w, err)) goto out;
+    if (pg_step(s, Q_SUSP_RELEASE, &rel, "suspend: release leases", NULL, err)) goto out;
+    pgp m = {0};
+    p_text(&m, token);
+    p_text(&m, reason);
+    p_i64(&m, now_ms);
+    p_i64(&m, (int64_t)w);
+    if (pg_step(s, Q_SUSP_TOK, &m, "suspend: mark token", NULL, err)) goto out;
+    pgp r = {0};
+    p_text(&r, token);
+    p_text(&r, cut);
+    p_i64(&r, now_ms);
+    if (pg_step(s, Q_SUSP_REPORT, &r, "suspend: report", NULL, err)) goto out;
+    if (pg_cmd(s, "COMMIT", err)) {
+        pg_abort(s);
+        goto out;
+    }
+    *withdrawn = (int64_t)w;
+    rc = 0;
+out:
+    free(cut);
+    return rc;
+}
+
+static int pg_unsuspend(donto_store *b, const char *token, int *done, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    if (pg_ready(s, err)) return -1;
+    pgp p = {0};
+    p_text(&p, token);
+    PGresult *r = pg_q(s, Q_UNSUSP, &p, "unsuspend", err);
+    if (!r) return -1;
+    *done = changed(r) > 0;
     PQclear(r);
     return 0;
 }
@@ -1106,6 +1287,10 @@ static const donto_store_ops PG_OPS = {
     .token_list = pg_token_list,
     .vectors_mark = pg_vectors_mark,
     .vectors_page = pg_vectors_page,
+    .extend = pg_extend,
+    .trust_record = pg_trust_record,
+    .suspend = pg_suspend,
+    .unsuspend = pg_unsuspend,
     .ping = pg_ping,
     .db = pg_db,
     .close = pg_close,

@@ -17,8 +17,13 @@ enum {
     Q_LEASE, Q_SEQ_GET, Q_SEQ_SET, Q_LEASE_SET, Q_ENQ, Q_SUB_QUEUE,
     Q_SUB_VEC, Q_MODEL_GET, Q_MODEL_ADD, Q_VEC_UPSERT, Q_QUEUE_DEL, Q_CONTRIB, Q_MINUTE, Q_SERIES, Q_MIN_PRUNE, Q_RELEASE,
     Q_REPORT, Q_STATS_VEC, Q_STATS_QUEUE, Q_SINCE, Q_CONTRIB_LIST, Q_REPORTS, Q_TOK_ADD,
-    Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST, Q_MIG_HAS, Q_MIG_ADD, Q_VEC_MARK, Q_VEC_PAGE, Q_N
+    Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST, Q_MIG_HAS, Q_MIG_ADD, Q_VEC_MARK, Q_VEC_PAGE,
+    Q_REPORT_PRUNE, Q_EXTEND, Q_CHECK_VEC, Q_CHECK_TOK, Q_SUSP_REQUEUE, Q_SUSP_DELETE, Q_SUSP_RELEASE,
+    Q_SUSP_TOK, Q_SUSP_REPORT, Q_UNSUSP, Q_N
 };
+
+/* A token's trust record, in the order trust_cols() reads it. */
+#define TRUST_COLS "suspended, streak, checks, failed, withdrawn, suspended_at, reason"
 
 static const char *const SQL[Q_N] = {
     /* A lease for any target walks the targets in order, as on PostgreSQL
@@ -33,7 +38,7 @@ static const char *const SQL[Q_N] = {
               "WHERE NOT EXISTS (SELECT 1 FROM vectors WHERE target = ?1 AND item_id = ?2 AND "
               "model = ?3) ON CONFLICT DO NOTHING",
     /* Prefer the row this submit is about when an item is queued for two models. */
-    [Q_SUB_QUEUE] = "SELECT model, lease_owner, lease_id FROM queue WHERE target = ?1 AND "
+    [Q_SUB_QUEUE] = "SELECT model, lease_owner, lease_id, text FROM queue WHERE target = ?1 AND "
                     "item_id = ?2 AND (?3 IS NULL OR model = ?3) "
                     "ORDER BY (lease_id IS ?4) DESC, (lease_owner IS ?5) DESC LIMIT 1",
     [Q_SUB_VEC] = "SELECT contributor, lease_id FROM vectors WHERE target = ?1 AND item_id = ?2 "
@@ -42,10 +47,12 @@ static const char *const SQL[Q_N] = {
     [Q_MODEL_GET] = "SELECT dims FROM models WHERE name = ?1",
     [Q_MODEL_ADD] = "INSERT INTO models (name, dims) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
     [Q_VEC_UPSERT] = "INSERT INTO vectors (target, item_id, model, dims, vec, contributor, "
-                     "lease_id, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+                     "lease_id, created, token, verified, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+                     "?8, ?9, ?9 IS NULL, ?10) "
                      "ON CONFLICT (target, item_id, model) DO UPDATE SET dims = excluded.dims, "
                      "vec = excluded.vec, contributor = excluded.contributor, "
-                     "lease_id = excluded.lease_id, created = excluded.created",
+                     "lease_id = excluded.lease_id, created = excluded.created, "
+                     "token = excluded.token, verified = excluded.verified, text = excluded.text",
     [Q_QUEUE_DEL] = "DELETE FROM queue WHERE target = ?1 AND item_id = ?2 AND model = ?3",
     [Q_CONTRIB] = "INSERT INTO contributors (worker_id, total, rejected, last_seen) "
                   "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (worker_id) DO UPDATE SET "
@@ -59,7 +66,8 @@ static const char *const SQL[Q_N] = {
     [Q_RELEASE] = "UPDATE queue SET lease_owner = NULL, lease_expires = 0 WHERE target = ?1 AND "
                   "item_id = ?2 AND (?3 IS NULL OR model = ?3) AND lease_owner = ?4 AND "
                   "(?5 = 0 OR lease_id = ?5)",
-    [Q_REPORT] = "INSERT INTO reports (worker_id, kind, message, created) VALUES (?1, ?2, ?3, ?4)",
+    [Q_REPORT] = "INSERT INTO reports (worker_id, kind, message, created, token) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5)",
     [Q_STATS_VEC] = "SELECT target, count(*) FROM vectors GROUP BY target",
     [Q_STATS_QUEUE] = "SELECT target, sum(lease_expires <= ?1), sum(lease_expires > ?1) "
                       "FROM queue GROUP BY target",
@@ -71,18 +79,38 @@ static const char *const SQL[Q_N] = {
     [Q_REPORTS] = "SELECT id, worker_id, kind, message, created FROM reports "
                   "ORDER BY created DESC, id DESC LIMIT ?1",
     [Q_TOK_ADD] = "INSERT INTO tokens (name, hash, role, created) VALUES (?1, ?2, ?3, ?4)",
-    [Q_TOK_CHECK] = "SELECT name, role FROM tokens WHERE hash = ?1 AND revoked = 0",
+    [Q_TOK_CHECK] = "SELECT name, role, " TRUST_COLS " FROM tokens WHERE hash = ?1 AND revoked = 0",
     [Q_TOK_REVOKE] = "UPDATE tokens SET revoked = 1 WHERE name = ?1 AND revoked = 0",
-    [Q_TOK_LIST] = "SELECT name, role, created, revoked FROM tokens ORDER BY name",
+    [Q_TOK_LIST] = "SELECT name, role, " TRUST_COLS ", created, revoked FROM tokens ORDER BY name",
     [Q_MIG_HAS] = "SELECT 1 FROM donto_migrations WHERE module = ?1 AND version = ?2",
     [Q_MIG_ADD] = "INSERT INTO donto_migrations (module, version, name, applied) "
                   "VALUES (?1, ?2, ?3, CAST(strftime('%s', 'now') AS INTEGER))",
     /* Recall: both walk the vectors_recall index (migration 5). */
     [Q_VEC_MARK] = "SELECT count(*), max(created) FROM vectors WHERE target = ?1 AND model = ?2 "
-                   "AND created > ?3",
+                   "AND created > ?3 AND (?4 = 0 OR verified = 1)",
     [Q_VEC_PAGE] = "SELECT item_id, created, dims, vec FROM vectors WHERE target = ?1 AND model = ?2 "
                    "AND created >= ?3 AND (?4 IS NULL OR (created, item_id) > (?3, ?4)) "
-                   "ORDER BY created, item_id LIMIT ?5",
+                   "AND (?6 = 0 OR verified = 1) ORDER BY created, item_id LIMIT ?5",
+    [Q_REPORT_PRUNE] = "DELETE FROM reports WHERE created < ?1",
+    [Q_EXTEND] = "UPDATE queue SET lease_expires = max(lease_expires, ?6) WHERE target = ?1 AND "
+                 "item_id = ?2 AND (?3 IS NULL OR model = ?3) AND lease_owner = ?4 AND "
+                 "(?5 = 0 OR lease_id = ?5)",
+    /* Trust (migration 7, docs/trust.md). */
+    [Q_CHECK_VEC] = "UPDATE vectors SET verified = 1 WHERE target = ?1 AND item_id = ?2 AND "
+                    "(?3 IS NULL OR model = ?3) AND token = ?4 AND lease_id IS ?5",
+    [Q_CHECK_TOK] = "UPDATE tokens SET checks = checks + ?2, failed = failed + ?3, streak = "
+                    "CASE WHEN ?3 > 0 THEN ?4 ELSE streak + ?4 END WHERE name = ?1",
+    [Q_SUSP_REQUEUE] = "INSERT INTO queue (target, item_id, model, text) SELECT target, item_id, model, "
+                       "text FROM vectors WHERE token = ?1 AND verified = 0 AND text IS NOT NULL "
+                       "ON CONFLICT DO NOTHING",
+    [Q_SUSP_DELETE] = "DELETE FROM vectors WHERE token = ?1 AND verified = 0 AND text IS NOT NULL",
+    [Q_SUSP_RELEASE] = "UPDATE queue SET lease_owner = NULL, lease_expires = 0 WHERE "
+                       "lease_owner >= ?1 || '/' AND lease_owner < ?1 || '0' AND lease_expires > ?2",
+    [Q_SUSP_TOK] = "UPDATE tokens SET suspended = 1, reason = ?2, suspended_at = ?3, streak = 0, "
+                   "withdrawn = withdrawn + ?4 WHERE name = ?1",
+    [Q_SUSP_REPORT] = "INSERT INTO reports (worker_id, kind, message, created, token) "
+                      "VALUES ('coordinator', 'suspended', ?2, ?3, ?1)",
+    [Q_UNSUSP] = "UPDATE tokens SET suspended = 0, reason = '', streak = 0 WHERE name = ?1 AND suspended = 1",
 };
 
 #define MODEL_CACHE 8
@@ -391,12 +419,14 @@ static int sq_submit(donto_store *b, const char *worker_id, const donto_submit_i
     res->upserted = res->repeated = 0;
     unsigned char *buf = NULL;
     size_t bufcap = 0;
+    char token[DONTO_TOKEN_NAME_MAX + 1];
+    int have_token = donto_worker_token(worker_id, token, sizeof token) == 0;
     if (sq_begin(s, err)) return -1;
     for (size_t i = 0; i < n; i++) {
         const donto_submit_item *it = &items[i];
         donto_reject r = DONTO_REJECT_UNKNOWN_ITEM;
         int repeat = 0;
-        char *model = NULL;
+        char *model = NULL, *text = NULL;
         sqlite3_stmt *st = sq_get(s, Q_SUB_QUEUE, err);
         if (!st) goto fail;
         sqlite3_bind_int(st, 1, it->target);
@@ -407,6 +437,7 @@ static int sq_submit(donto_store *b, const char *worker_id, const donto_submit_i
         int rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
             model = col_dup(st, 0);
+            text = col_dup(st, 3);
             const char *owner = (const char *)sqlite3_column_text(st, 1);
             r = donto_submit_verdict_queued(worker_id, it->lease_id, owner,
                                             sqlite3_column_int64(st, 2));
@@ -467,14 +498,21 @@ static int sq_submit(donto_store *b, const char *worker_id, const donto_submit_i
             bind_text(st, 6, worker_id);
             sqlite3_bind_int64(st, 7, it->lease_id);
             sqlite3_bind_int64(st, 8, now_ms);
+            bind_text(st, 9, have_token ? token : NULL);
+            bind_text(st, 10, text);
             if (sq_run(s, st, "submit: upsert vector", err)) goto fail_model;
             if (!(st = sq_get(s, Q_QUEUE_DEL, err))) goto fail_model;
             sqlite3_bind_int(st, 1, it->target);
             bind_text(st, 2, it->item_id);
             bind_text(st, 3, model);
             if (sq_run(s, st, "submit: delete from queue", err)) goto fail_model;
+            if (res->text && !repeat) {
+                res->text[i] = text;
+                text = NULL;
+            }
         }
         free(model);
+        free(text);
         res->reject[i] = r;
         if (r == DONTO_REJECT_NONE) {
             upserted++;
@@ -485,6 +523,7 @@ static int sq_submit(donto_store *b, const char *worker_id, const donto_submit_i
         continue;
     fail_model:
         free(model);
+        free(text);
         goto fail;
     }
     {
@@ -510,6 +549,8 @@ static int sq_submit(donto_store *b, const char *worker_id, const donto_submit_i
     return 0;
 fail:
     free(buf);
+    if (res->text)
+        for (size_t i = 0; i < n; i++) free(res->text[i]), res->text[i] = NULL;
     return sq_abort(s);
 }
 
@@ -547,7 +588,12 @@ static int sq_report(donto_store *b, const char *worker_id, const char *kind, co
     sqlite3_bind_text(st, 3, msg, (int)donto_utf8_prefix(msg, DONTO_REPORT_MAX_CHARS),
                       SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, now_ms);
+    char token[DONTO_TOKEN_NAME_MAX + 1];
+    bind_text(st, 5, donto_worker_token(worker_id, token, sizeof token) == 0 ? token : NULL);
     if (sq_run(s, st, "report insert", err)) return sq_abort(s);
+    if (!(st = sq_get(s, Q_REPORT_PRUNE, err))) return sq_abort(s);
+    sqlite3_bind_int64(st, 1, now_ms - DONTO_REPORT_KEEP_MS);
+    if (sq_run(s, st, "report: prune", err)) return sq_abort(s);
     if (!(st = sq_get(s, Q_CONTRIB, err))) return sq_abort(s);
     bind_text(st, 1, worker_id);
     sqlite3_bind_int64(st, 2, 0);
@@ -698,8 +744,20 @@ static int sq_token_add(donto_store *b, const char *name, donto_role role, const
     return sq_fail(s, err, "token add");
 }
 
+/* The TRUST_COLS of a row, from column c on. */
+static void trust_cols(sqlite3_stmt *st, int c, donto_trust *t) {
+    t->suspended = sqlite3_column_int(st, c) != 0;
+    t->streak = sqlite3_column_int64(st, c + 1);
+    t->checks = sqlite3_column_int64(st, c + 2);
+    t->failed = sqlite3_column_int64(st, c + 3);
+    t->withdrawn = sqlite3_column_int64(st, c + 4);
+    t->suspended_at = sqlite3_column_int64(st, c + 5);
+    const unsigned char *r = sqlite3_column_text(st, c + 6);
+    snprintf(t->reason, sizeof t->reason, "%s", r ? (const char *)r : "");
+}
+
 static int sq_token_check(donto_store *b, const uint8_t hash[32], int *found, donto_role *role,
-                          char *name, size_t name_cap, donto_err *err) {
+                          char *name, size_t name_cap, donto_trust *trust, donto_err *err) {
     sq_store *s = (sq_store *)b;
     *found = 0;
     sqlite3_stmt *st = sq_get(s, Q_TOK_CHECK, err);
@@ -712,6 +770,7 @@ static int sq_token_check(donto_store *b, const uint8_t hash[32], int *found, do
             *found = 1;
             if (role) *role = (donto_role)r;
             if (name && name_cap) snprintf(name, name_cap, "%s", sqlite3_column_text(st, 0));
+            if (trust) trust_cols(st, 2, trust);
         }
     }
     sq_done(st);
@@ -743,8 +802,9 @@ static int sq_token_list(donto_store *b, donto_token_info **out, size_t *n, dont
         t->name = col_dup(st, 0);
         int r = donto_role_parse((const char *)sqlite3_column_text(st, 1));
         t->role = r < 0 ? DONTO_ROLE_CONTRIBUTOR : (donto_role)r;
-        t->created = sqlite3_column_int64(st, 2);
-        t->revoked = sqlite3_column_int(st, 3) != 0;
+        trust_cols(st, 2, &t->trust);
+        t->created = sqlite3_column_int64(st, 9);
+        t->revoked = sqlite3_column_int(st, 10) != 0;
     }
     sq_done(st);
     if (rc != SQLITE_DONE) {
@@ -766,6 +826,7 @@ static int sq_vectors_mark(donto_store *b, donto_target t, const char *model, in
     sqlite3_bind_int(st, 1, (int)t);
     bind_text(st, 2, model);
     sqlite3_bind_int64(st, 3, since_ms);
+    sqlite3_bind_int(st, 4, b->verified_only);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *count = sqlite3_column_int64(st, 0);
@@ -788,6 +849,7 @@ static int sq_vectors_page(donto_store *b, donto_target t, const char *model, in
     sqlite3_bind_int64(st, 3, after_id ? after_created : after_created + 1);
     if (after_id) bind_text(st, 4, after_id);
     sqlite3_bind_int64(st, 5, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
+    sqlite3_bind_int(st, 6, b->verified_only);
     size_t cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -805,6 +867,103 @@ static int sq_vectors_page(donto_store *b, donto_target t, const char *model, in
         donto_vec_page_free(out);
         return sq_fail(s, err, "read vectors");
     }
+    return 0;
+}
+
+static int sq_extend(donto_store *b, const char *worker_id, const donto_submit_item *items, size_t n,
+                     int64_t now_ms, int64_t ttl_ms, size_t *extended, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    size_t count = 0;
+    if (sq_begin(s, err)) return -1;
+    sqlite3_stmt *st = sq_get(s, Q_EXTEND, err);
+    if (!st) return sq_abort(s);
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_bind_int(st, 1, items[i].target);
+        bind_text(st, 2, items[i].item_id);
+        bind_text(st, 3, items[i].model);
+        bind_text(st, 4, worker_id);
+        sqlite3_bind_int64(st, 5, items[i].lease_id);
+        sqlite3_bind_int64(st, 6, now_ms + ttl_ms);
+        if (sq_run(s, st, "extend", err)) return sq_abort(s);
+        count += (size_t)sqlite3_changes(s->db);
+    }
+    if (sq_commit(s, err)) return -1;
+    *extended = count;
+    return 0;
+}
+
+static int sq_trust_record(donto_store *b, const char *token, const donto_check *checks, size_t n,
+                           int64_t now_ms, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    (void)now_ms;
+    int64_t passed = 0, failed = 0, tail = 0; /* tail: passes after the last failure */
+    if (sq_begin(s, err)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!checks[i].pass) {
+            failed++;
+            tail = 0;
+            continue;
+        }
+        passed++;
+        tail++;
+        sqlite3_stmt *st = sq_get(s, Q_CHECK_VEC, err);
+        if (!st) return sq_abort(s);
+        sqlite3_bind_int(st, 1, checks[i].target);
+        bind_text(st, 2, checks[i].item_id);
+        bind_text(st, 3, checks[i].model);
+        bind_text(st, 4, token);
+        sqlite3_bind_int64(st, 5, checks[i].lease_id);
+        if (sq_run(s, st, "trust: mark verified", err)) return sq_abort(s);
+    }
+    sqlite3_stmt *st = sq_get(s, Q_CHECK_TOK, err);
+    if (!st) return sq_abort(s);
+    bind_text(st, 1, token);
+    sqlite3_bind_int64(st, 2, passed + failed);
+    sqlite3_bind_int64(st, 3, failed);
+    sqlite3_bind_int64(st, 4, tail);
+    if (sq_run(s, st, "trust: count checks", err)) return sq_abort(s);
+    return sq_commit(s, err);
+}
+
+static int sq_suspend(donto_store *b, const char *token, const char *reason, int64_t now_ms,
+                      int64_t *withdrawn, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    if (sq_begin(s, err)) return -1;
+    sqlite3_stmt *st = sq_get(s, Q_SUSP_REQUEUE, err);
+    if (!st) return sq_abort(s);
+    bind_text(st, 1, token);
+    if (sq_run(s, st, "suspend: queue again", err)) return sq_abort(s);
+    if (!(st = sq_get(s, Q_SUSP_DELETE, err))) return sq_abort(s);
+    bind_text(st, 1, token);
+    if (sq_run(s, st, "suspend: withdraw vectors", err)) return sq_abort(s);
+    int64_t w = sqlite3_changes(s->db);
+    if (!(st = sq_get(s, Q_SUSP_RELEASE, err))) return sq_abort(s);
+    bind_text(st, 1, token);
+    sqlite3_bind_int64(st, 2, now_ms);
+    if (sq_run(s, st, "suspend: release leases", err)) return sq_abort(s);
+    if (!(st = sq_get(s, Q_SUSP_TOK, err))) return sq_abort(s);
+    bind_text(st, 1, token);
+    bind_text(st, 2, reason);
+    sqlite3_bind_int64(st, 3, now_ms);
+    sqlite3_bind_int64(st, 4, w);
+    if (sq_run(s, st, "suspend: mark token", err)) return sq_abort(s);
+    if (!(st = sq_get(s, Q_SUSP_REPORT, err))) return sq_abort(s);
+    bind_text(st, 1, token);
+    sqlite3_bind_text(st, 2, reason, (int)donto_utf8_prefix(reason, DONTO_REPORT_MAX_CHARS), SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, now_ms);
+    if (sq_run(s, st, "suspend: report", err)) return sq_abort(s);
+    if (sq_commit(s, err)) return -1;
+    *withdrawn = w;
+    return 0;
+}
+
+static int sq_unsuspend(donto_store *b, const char *token, int *done, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    sqlite3_stmt *st = sq_get(s, Q_UNSUSP, err);
+    if (!st) return -1;
+    bind_text(st, 1, token);
+    if (sq_run(s, st, "unsuspend", err)) return -1;
+    *done = sqlite3_changes(s->db) > 0;
     return 0;
 }
 
@@ -844,6 +1003,10 @@ static const donto_store_ops SQ_OPS = {
     .token_list = sq_token_list,
     .vectors_mark = sq_vectors_mark,
     .vectors_page = sq_vectors_page,
+    .extend = sq_extend,
+    .trust_record = sq_trust_record,
+    .suspend = sq_suspend,
+    .unsuspend = sq_unsuspend,
     .ping = sq_ping,
     .db = sq_db,
     .close = sq_close,

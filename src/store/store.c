@@ -35,13 +35,25 @@ const char *donto_reject_reason(donto_reject r) {
 }
 
 const char *donto_role_name(donto_role r) {
-    return r == DONTO_ROLE_ADMIN ? "admin" : "contributor";
+    return r == DONTO_ROLE_ADMIN ? "admin" : r == DONTO_ROLE_READER ? "reader" : "contributor";
 }
 
 int donto_role_parse(const char *s) {
     if (s && strcmp(s, "admin") == 0) return DONTO_ROLE_ADMIN;
+    if (s && strcmp(s, "reader") == 0) return DONTO_ROLE_READER;
     if (s && strcmp(s, "contributor") == 0) return DONTO_ROLE_CONTRIBUTOR;
     return -1;
+}
+
+int donto_worker_token(const char *worker_id, char *out, size_t cap) {
+    const char *sep = worker_id ? strchr(worker_id, DONTO_WORKER_SEP) : NULL;
+    if (!sep || sep == worker_id || (size_t)(sep - worker_id) >= cap) {
+        if (cap) out[0] = 0;
+        return -1;
+    }
+    memcpy(out, worker_id, (size_t)(sep - worker_id));
+    out[sep - worker_id] = 0;
+    return 0;
 }
 
 size_t donto_utf8_prefix(const char *s, size_t max_chars) {
@@ -176,12 +188,13 @@ enum {
     OP_MIGRATE, OP_ENQUEUE, OP_LEASE, OP_SUBMIT, OP_RELEASE, OP_REPORT, OP_STATS,
     OP_EMBEDDED_SINCE, OP_CONTRIBUTORS, OP_SERIES, OP_REPORTS_RECENT, OP_TOKEN_ADD,
     OP_TOKEN_CHECK, OP_TOKEN_REVOKE, OP_TOKEN_LIST, OP_VECTORS_MARK, OP_VECTORS_PAGE, OP_PING,
-    OP_DB, OP_N
+    OP_DB, OP_EXTEND, OP_TRUST_RECORD, OP_SUSPEND, OP_UNSUSPEND, OP_N
 };
 static const char *const OP_NAMES[OP_N] = {
     "migrate", "enqueue", "lease", "submit", "release", "report", "stats", "embedded_since",
     "contributors", "series", "reports_recent", "token_add", "token_check", "token_revoke",
-    "token_list", "vectors_mark", "vectors_page", "ping", "db",
+    "token_list", "vectors_mark", "vectors_page", "ping", "db", "extend", "trust_record",
+    "suspend", "unsuspend",
 };
 
 /* Injected faults (tests only): calls left to fail, and with which code. */
@@ -319,9 +332,10 @@ int donto_store_token_add(donto_store *s, const char *name, donto_role role,
 }
 
 int donto_store_token_check(donto_store *s, const uint8_t hash[32], int *found, donto_role *role,
-                            char *name, size_t name_cap, donto_err *err) {
+                            char *name, size_t name_cap, donto_trust *trust, donto_err *err) {
     *found = 0;
-    STORE_CALL(OP_TOKEN_CHECK, token_check, hash, found, role, name, name_cap, err);
+    if (trust) memset(trust, 0, sizeof *trust);
+    STORE_CALL(OP_TOKEN_CHECK, token_check, hash, found, role, name, name_cap, trust, err);
 }
 
 int donto_store_token_revoke(donto_store *s, const char *name, int *revoked, donto_err *err) {
@@ -345,6 +359,38 @@ int donto_store_vectors_page(donto_store *s, donto_target t, const char *model,
                              donto_vec_page *out, donto_err *err) {
     memset(out, 0, sizeof *out);
     STORE_CALL(OP_VECTORS_PAGE, vectors_page, t, model, after_created, after_id, limit, out, err);
+}
+
+int donto_store_extend(donto_store *s, const char *worker_id, const donto_submit_item *items,
+                       size_t n, int64_t now_ms, int64_t ttl_ms, size_t *extended, donto_err *err) {
+    if (extended) *extended = 0;
+    STORE_CALL(OP_EXTEND, extend, worker_id, items, n, now_ms, ttl_ms, extended, err);
+}
+
+int donto_store_trust_record(donto_store *s, const char *token, const donto_check *checks,
+                             size_t n, int64_t now_ms, donto_err *err) {
+    if (!token || !*token) return donto_seterrc(err, DONTO_E_INVALID, "store trust_record: no token");
+    STORE_CALL(OP_TRUST_RECORD, trust_record, token, checks, n, now_ms, err);
+}
+
+int donto_store_suspend(donto_store *s, const char *token, const char *reason, int64_t now_ms,
+                        int64_t *withdrawn, donto_err *err) {
+    int64_t w_ = 0;
+    if (!withdrawn) withdrawn = &w_;
+    *withdrawn = 0;
+    if (!token || !*token) return donto_seterrc(err, DONTO_E_INVALID, "store suspend: no token");
+    STORE_CALL(OP_SUSPEND, suspend, token, reason ? reason : "", now_ms, withdrawn, err);
+}
+
+int donto_store_unsuspend(donto_store *s, const char *token, int *done, donto_err *err) {
+    int d_ = 0;
+    if (!done) done = &d_;
+    *done = 0;
+    STORE_CALL(OP_UNSUSPEND, unsuspend, token, done, err);
+}
+
+void donto_store_set_verified_only(donto_store *s, int on) {
+    if (s) s->verified_only = on ? 1 : 0;
 }
 
 int donto_store_ping(donto_store *s, donto_err *err) { STORE_CALL(OP_PING, ping, err); }

@@ -7,9 +7,6 @@
 int donto_store_open_sqlite(const char *path, donto_store **out, donto_err *err);
 int donto_store_open_pg(const char *url, donto_store **out, donto_err *err);
 
-/* Role <-> the text stored in the tokens table. */
-const char *donto_role_name(donto_role r);
-int donto_role_parse(const char *s); /* -1 when unknown */
 
 /* Byte length of the longest prefix of s holding at most max_chars UTF-8
  * characters (continuation bytes never split). */

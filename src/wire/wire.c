@@ -719,6 +719,10 @@ static json_t *store_string(const char *s) {
  * shared with the client side's request builders. */
 
 char *donto_proto_lease_response(const donto_lease_batch *b) {
+    return donto_proto_lease_response_ttl(b, 0);
+}
+
+char *donto_proto_lease_response_ttl(const donto_lease_batch *b, int64_t ttl_ms) {
     jw w = {0};
     jw_grow(&w, 64 + (b ? b->n : 0) * 160);
     jw_lit(&w, "{\"batch\":[");
@@ -736,7 +740,13 @@ char *donto_proto_lease_response(const donto_lease_batch *b) {
         int nl = snprintf(num, sizeof num, ",\"lease_id\":%" PRId64 "}", li->lease_id);
         jw_put(&w, num, (size_t)nl);
     }
-    jw_put(&w, "]}", 3); /* with the NUL */
+    if (ttl_ms > 0) {
+        char num[48];
+        int nl = snprintf(num, sizeof num, "],\"lease_ttl_ms\":%" PRId64 "}", ttl_ms);
+        jw_put(&w, num, (size_t)nl + 1); /* with the NUL */
+    } else {
+        jw_put(&w, "]}", 3); /* with the NUL */
+    }
     if (w.failed) {
         free(w.p);
         return NULL;
@@ -771,6 +781,14 @@ char *donto_proto_release_response(size_t released) {
     int ok = 1;
     json_t *root = json_object();
     put(root, "released", json_integer((json_int_t)released), &ok);
+    return dump(root, ok);
+}
+
+char *donto_proto_extend_response(size_t extended, int64_t ttl_ms) {
+    int ok = 1;
+    json_t *root = json_object();
+    put(root, "extended", json_integer((json_int_t)extended), &ok);
+    put(root, "lease_ttl_ms", json_integer((json_int_t)ttl_ms), &ok);
     return dump(root, ok);
 }
 
@@ -809,6 +827,30 @@ char *donto_proto_health_response(int okv, const char *version, int database, co
 /* Store text in a JSON value; NULL-safe. */
 static json_t *jtext(const char *s) { return store_string(s); }
 
+/* A token and its trust record (never its hash). */
+static json_t *token_obj(const donto_token_info *t, int *ok) {
+    json_t *o = json_object();
+    put(o, "name", jtext(t->name), ok);
+    put(o, "role", json_string(donto_role_name(t->role)), ok);
+    put(o, "created_ms", json_integer((json_int_t)t->created), ok);
+    put(o, "revoked", json_boolean(t->revoked), ok);
+    put(o, "suspended", json_boolean(t->trust.suspended), ok);
+    if (t->trust.suspended) {
+        put(o, "reason", jtext(t->trust.reason), ok);
+        put(o, "suspended_at_ms", json_integer((json_int_t)t->trust.suspended_at), ok);
+    }
+    put(o, "streak", json_integer((json_int_t)t->trust.streak), ok);
+    put(o, "checks", json_integer((json_int_t)t->trust.checks), ok);
+    put(o, "failed", json_integer((json_int_t)t->trust.failed), ok);
+    put(o, "withdrawn", json_integer((json_int_t)t->trust.withdrawn), ok);
+    return o;
+}
+
+char *donto_proto_token_json(const donto_token_info *t) {
+    int ok = 1;
+    return dump(token_obj(t, &ok), ok);
+}
+
 char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], const donto_stats_extra *x) {
     int ok = 1;
     json_t *root = json_object();
@@ -835,6 +877,23 @@ char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], co
             if (!o || json_array_append_new(arr, o)) ok = 0;
         }
         put(root, "contributors", arr, &ok);
+    }
+    if (x && x->have_tokens) {
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < x->n_tokens; i++) {
+            json_t *o = token_obj(&x->tokens[i], &ok);
+            if (!o || json_array_append_new(arr, o)) ok = 0;
+        }
+        put(root, "tokens", arr, &ok);
+    }
+    if (x && x->have_verify) {
+        json_t *o = json_object();
+        put(o, "queued", json_integer((json_int_t)x->verify_queued), &ok);
+        put(o, "checked", json_integer((json_int_t)x->verify_done), &ok);
+        put(o, "passed", json_integer((json_int_t)x->verify_passed), &ok);
+        put(o, "failed", json_integer((json_int_t)x->verify_failed), &ok);
+        put(o, "skipped_queue_full", json_integer((json_int_t)x->verify_dropped), &ok);
+        put(root, "verify", o, &ok);
     }
     if (x && x->have_series) {
         json_t *arr = json_array();
