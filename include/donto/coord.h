@@ -79,6 +79,14 @@ typedef struct donto_coord_config {
     double report_per_min;
     int64_t max_outstanding;
     int verified_only;             /* recall answers from verified vectors only */
+    /* Slow and hostile clients (src/coord/conn_guard.c, docs/trust.md); 0: default.
+     * Deadlines count from accept, or from the end of the previous request
+     * on a keep-alive connection, and do not reset when a byte arrives. */
+    unsigned max_connections;  /* held at once; 0: 4096 (capped by the fd limit) */
+    unsigned per_ip_limit;     /* per client address (IPv6: per /64); 0: 256 */
+    unsigned header_timeout_s; /* request line + headers complete within; 0: 10 */
+    unsigned body_timeout_s;   /* the body complete within, from its headers; 0: 60 */
+    unsigned idle_timeout_s;   /* an idle keep-alive connection is closed after; 0: 30 */
 } donto_coord_config;
 
 typedef struct donto_coord donto_coord;
@@ -88,6 +96,18 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
 
 /* The TCP port actually bound (useful with port 0). */
 int donto_coord_port(const donto_coord *c);
+
+/* The connection guard's counters (for /metrics and tests). */
+typedef struct donto_coord_conn_stats {
+    unsigned long long open;           /* connections held now */
+    unsigned long long accepted;       /* admitted since start */
+    unsigned long long refused;        /* refused at accept: at a limit, nothing to evict */
+    unsigned long long evicted_per_ip; /* closed to admit a newer one from the same address */
+    unsigned long long evicted_full;   /* closed to admit one at max_connections */
+    unsigned long long timeout_headers, timeout_body, timeout_idle; /* closed by a deadline */
+    unsigned max_connections, per_ip_limit;                          /* the limits in force */
+} donto_coord_conn_stats;
+void donto_coord_conn_stats_get(const donto_coord *c, donto_coord_conn_stats *out);
 
 /* Graceful stop: stop accepting connections, wait up to drain_s seconds for
  * requests in flight to finish, close every connection and every store

@@ -60,6 +60,7 @@ int donto_serve_cmd(int argc, char **argv) {
     cfg.version = DONTO_VERSION;
     int64_t drain = 30, ann_min = 0, max_body = 0, lease_ttl = 0, conn_timeout = 0;
     int migrate = 0, verbose = 0;
+    int max_conn = 0, per_ip = 0, header_to = 0, body_to = 0, idle_to = 0; /* slow clients: docs/trust.md */
     const char *tls_cert = NULL, *tls_key = NULL;
     const char *model_dir = NULL, *model_name = NULL, *index = NULL;
     int verify = 0; /* VERIFY_AUTO */
@@ -82,6 +83,19 @@ int donto_serve_cmd(int argc, char **argv) {
          .help = "lease lifetime (default 900)"},
         {DONTO_OPT_INT64, "conn-timeout", 0, &conn_timeout, .min = 1, .max = 3600, .metavar = "SECS",
          .help = "idle connection timeout (default 60)"},
+        {DONTO_OPT_INT, "max-connections", 0, &max_conn, .min = 16, .max = 1 << 20, .metavar = "N",
+         .help = "connections held at once; past it the oldest one still waiting for its\n"
+                 "headers or idle is closed (default 4096, capped by the descriptor limit)"},
+        {DONTO_OPT_INT, "per-ip-limit", 0, &per_ip, .min = 1, .max = 1 << 20, .metavar = "N",
+         .help = "connections per client address (IPv6: per /64); past it that\n"
+                 "address's oldest waiting or idle one is closed (default 256)"},
+        {DONTO_OPT_INT, "header-timeout", 0, &header_to, .min = 1, .max = 3600, .metavar = "SECS",
+         .help = "request line and headers complete within this of accept (default 10;\n"
+                 "trickled bytes do not extend it)"},
+        {DONTO_OPT_INT, "body-timeout", 0, &body_to, .min = 1, .max = 86400, .metavar = "SECS",
+         .help = "a request body complete within this of its headers (default 60)"},
+        {DONTO_OPT_INT, "idle-timeout", 0, &idle_to, .min = 1, .max = 3600, .metavar = "SECS",
+         .help = "close a keep-alive connection idle this long (default 30)"},
         {DONTO_OPT_INT64, "drain", 0, &drain, .min = 0, .max = 3600, .metavar = "SECS",
          .help = "at shutdown, wait this long for requests in flight (default 30)"},
         {DONTO_OPT_STRING, "tls-cert", 0, &tls_cert, .metavar = "FILE",
@@ -151,6 +165,9 @@ int donto_serve_cmd(int argc, char **argv) {
     if (verify != VERIFY_OFF && model_dir) cfg.verify_model_dir = model_dir;
     cfg.lease_ttl_ms = lease_ttl * 1000;
     cfg.conn_timeout_s = (unsigned)conn_timeout;
+    cfg.max_connections = (unsigned)max_conn, cfg.per_ip_limit = (unsigned)per_ip;
+    cfg.header_timeout_s = (unsigned)header_to, cfg.body_timeout_s = (unsigned)body_to;
+    cfg.idle_timeout_s = (unsigned)idle_to;
     if (verbose) donto_log_set_level(DONTO_LOG_DEBUG);
     donto_err err = {0};
     if (!tls_cert != !tls_key) return donto_opt_usage_error(&cmd, "--tls-cert and --tls-key go together");

@@ -44,6 +44,7 @@
 #include <openssl/evp.h>
 
 #include "admin.h"
+#include "conn_guard.h"
 #include "donto/coord.h"
 #include "donto/wire.h"
 #include "limits.h"
@@ -210,6 +211,7 @@ struct donto_coord {
         int done;
     } sweeps[64];
     int nsweeps;
+    conn_guard *guard; /* slow and hostile clients: conn_guard.c */
 };
 
 typedef struct {
@@ -864,6 +866,7 @@ static answer do_metrics(donto_coord *c, donto_store *s) {
                                         r < R_N ? k_routes[r].path + 1 : "none", code, hits[r][k]);
             }
     }
+    h = conn_guard_metrics(c->guard, h, &len, &cap);
     answer a = {500, NULL, NULL, 0};
     if (text && h) {
         size_t tl = strlen(text);
@@ -1011,6 +1014,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!r) return MHD_NO;
         *con_cls = r;
         inflight_add(c, 1);
+        conn_guard_headers_done(c->guard, conn);
         return on_headers(c, conn, url, method, r);
     }
     if (*upload_size) {
@@ -1020,12 +1024,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (r->answered) return MHD_YES;
     r->answered = 1;
+    conn_guard_handling(c->guard, conn);
     return on_complete(c, conn, r);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)conn, (void)toe;
+    (void)toe;
+    conn_guard_request_done(((donto_coord *)cls)->guard, conn);
     request *r = *con_cls;
     if (!r) return;
     free(r->body);
@@ -1199,6 +1205,7 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
     if (pool_open(&c->pool, pool, cfg, err)) goto fail;
     for (int i = 0; i < c->pool.n; i++) donto_store_set_verified_only(c->pool.all[i], cfg->verified_only);
     if (trust_start(c, cfg, err)) goto fail;
+    if (conn_guard_start(cfg, threads, pool, &c->guard, err)) goto fail;
 
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     if (v6) flags |= MHD_USE_IPv6;
@@ -1226,10 +1233,12 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
     }
     /* One thread: MHD's own polling thread serves everything (it warns
      * about a pool of one). More: a pool of polling threads. */
-    c->d = MHD_start_daemon(flags, 0, NULL, NULL, &on_request, c,
+    c->d = MHD_start_daemon(flags, 0, &conn_guard_accept, c->guard, &on_request, c,
                             MHD_OPTION_EXTERNAL_LOGGER, &mhd_log, c, /* first: it applies from here on */
                             MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&ss,
                             MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+                            MHD_OPTION_CONNECTION_LIMIT, conn_guard_mhd_limit(c->guard),
+                            MHD_OPTION_NOTIFY_CONNECTION, &conn_guard_notify, c->guard,
                             MHD_OPTION_NOTIFY_COMPLETED, &on_completed, c,
                             MHD_OPTION_ARRAY, tls,
                             threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (unsigned)threads,
@@ -1250,6 +1259,7 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
     return 0;
 fail:
     trust_stop(c);
+    conn_guard_stop(c->guard);
     pool_close(&c->pool);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->idle_cv);
@@ -1264,6 +1274,10 @@ fail:
 }
 
 int donto_coord_port(const donto_coord *c) { return c ? c->port : 0; }
+
+void donto_coord_conn_stats_get(const donto_coord *c, donto_coord_conn_stats *out) {
+    conn_guard_stats(c ? c->guard : NULL, out);
+}
 
 void donto_coord_stop(donto_coord *c, double drain_s) {
     if (!c) return;
@@ -1283,6 +1297,7 @@ void donto_coord_stop(donto_coord *c, double drain_s) {
     MHD_stop_daemon(c->d);
     if (ls != MHD_INVALID_SOCKET) close(ls);
     trust_stop(c); /* the verifier and sweeper use the pool: before it goes */
+    conn_guard_stop(c->guard); /* after MHD_stop_daemon: every connection is closed */
     pool_close(&c->pool);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->idle_cv);
