@@ -43,7 +43,15 @@ static void reset(void) {
     pthread_mutex_unlock(&R.mu);
 }
 
-static void on_done(void *ctx, const verify_job *j, float c, int pass) {
+static void on_done(void *ctx, const verify_job *j, float c, int pass, const float *ref) {
+    /* The reference is the encoder's own vector of the text: unit norm, and
+     * the cosine reported is the cosine to it. */
+    if (ref && j->dims > 0) {
+        double nn = 0;
+        for (int i = 0; i < j->dims; i++) nn += (double)ref[i] * ref[i];
+        CHECK(fabs(nn - 1.0) < 1e-3, "reference norm^2 %f", nn);
+        CHECK(fabsf(verify_cosine(j->vec, ref, j->dims) - c) < 1e-5, "cosine is to the reference");
+    }
     (void)ctx;
     pthread_mutex_lock(&R.mu);
     if (R.nice_seen == -100) {

@@ -3,3 +3,5 @@
 # test_trust checks the sampling schedule and simulates attackers.
 set_tests_properties(test_verify PROPERTIES TIMEOUT 120 LABELS coord)
 set_tests_properties(test_trust PROPERTIES TIMEOUT 120 LABELS coord)
+# test_canary: the canary items (src/coord/canary.c).
+set_tests_properties(test_canary PROPERTIES TIMEOUT 60 LABELS coord)

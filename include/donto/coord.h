@@ -74,6 +74,8 @@ typedef struct donto_coord_config {
     int trust_after;               /* checks passed in a row before a token is trusted; 0: default */
     double verify_floor;           /* lowest sampling probability of a trusted token; 0: default */
     uint64_t verify_seed;          /* 0: random; else the sampling is reproducible */
+    double canary_rate;            /* canary items (docs/trust.md): how often a trusted token's
+                                    * lease answer carries one; 0: 0.1, < 0: no canaries */
     /* Fair limits per token; 0: the default, < 0: no limit. */
     double lease_per_s;
     double report_per_min;

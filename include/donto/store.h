@@ -402,7 +402,8 @@ int donto_store_trust_record(donto_store *s, const char *token, const donto_chec
  * every vector it submitted that is not verified is withdrawn (deleted) and
  * its item queued again with its text; its running leases are released; a
  * report row (kind "suspended") records it. withdrawn = vectors withdrawn.
- * Suspending an already suspended token withdraws what is left. */
+ * Suspending an already suspended token withdraws what is left and keeps
+ * the first reason and time. */
 int donto_store_suspend(donto_store *s, const char *token, const char *reason, int64_t now_ms,
                         int64_t *withdrawn, donto_err *err);
 /* Lift a suspension: the token starts again as untrusted (streak 0).

@@ -152,6 +152,7 @@ typedef struct donto_stats_extra {
     size_t n_tokens;
     int have_verify;
     int64_t verify_queued, verify_done, verify_passed, verify_failed, verify_dropped;
+    int64_t canary_pool, canary_out, canary_passed, canary_failed; /* canary items */
 } donto_stats_extra;
 char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], const donto_stats_extra *x);
 /* One token and its trust record as a JSON object (`token list --json`). */

@@ -65,7 +65,7 @@ int donto_serve_cmd(int argc, char **argv) {
     const char *model_dir = NULL, *model_name = NULL, *index = NULL;
     int verify = 0; /* VERIFY_AUTO */
     int64_t verify_threads = 0, verify_queue = 0, trust_after = 0, verify_seed = 0;
-    double min_cosine = 0, verify_floor = 0, lease_rate = -1, report_rate = -1;
+    double min_cosine = 0, verify_floor = 0, lease_rate = -1, report_rate = -1, canary_rate = -1;
     int64_t max_outstanding_opt = -1;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "db", 0, &cfg.db_url, .metavar = "URL",
@@ -128,6 +128,9 @@ int donto_serve_cmd(int argc, char **argv) {
          .help = "the least share of a trusted token's items checked (default 0.02)"},
         {DONTO_OPT_INT64, "verify-seed", 0, &verify_seed, .min = 1, .max = INT64_MAX, .metavar = "N",
          .help = "seed the sampling (tests; default: random)"},
+        {DONTO_OPT_DOUBLE, "canary-rate", 0, &canary_rate, .fmin = 0, .fmax = 1, .metavar = "P",
+         .help = "share of a trusted token's lease answers that carry a canary item\n"
+                 "(checked at no cost; an untrusted token's always do; default 0.1; 0: none)"},
         {DONTO_OPT_FLAG, "verified-only", 0, &cfg.verified_only,
          .help = "recall answers from vectors the coordinator verified only"},
         {DONTO_OPT_DOUBLE, "lease-rate", 0, &lease_rate, .fmin = 0, .fmax = 1e6, .metavar = "R",
@@ -151,6 +154,7 @@ int donto_serve_cmd(int argc, char **argv) {
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
     cfg.max_body = (size_t)max_body;
     /* 0 in an option means "no limit"; in the config, 0 is the default. */
+    if (canary_rate >= 0) cfg.canary_rate = canary_rate > 0 ? canary_rate : -1;
     if (lease_rate >= 0) cfg.lease_per_s = lease_rate > 0 ? lease_rate : -1;
     if (report_rate >= 0) cfg.report_per_min = report_rate > 0 ? report_rate : -1;
     if (max_outstanding_opt >= 0) cfg.max_outstanding = max_outstanding_opt > 0 ? max_outstanding_opt : -1;

@@ -36,6 +36,7 @@ typedef struct entry {
     bucket lease, report;
     lease_entry ledger[LEDGER_MAX];
     int nledger;
+    int64_t pending_checks;
     /* workers */
     int batch; /* current cap, BATCH_UNSET: none */
 } entry;
@@ -253,6 +254,19 @@ int limits_report_allow(coord_limits *L, const char *token, int64_t now_ms, int 
         ok = bucket_take(&t->report, L->cfg.report_per_min / 60000.0, L->cfg.report_burst, now_ms, retry_after_s);
     pthread_mutex_unlock(&L->mu);
     return ok;
+}
+
+int64_t limits_checks_pending(coord_limits *L, const char *token, int64_t delta, int64_t now_ms) {
+    pthread_mutex_lock(&L->mu);
+    entry *t = table_get(&L->tokens, token, L->cfg.lease_burst, L->cfg.report_burst, now_ms);
+    int64_t n = 0;
+    if (t) {
+        t->pending_checks += delta;
+        if (t->pending_checks < 0) t->pending_checks = 0;
+        n = t->pending_checks;
+    }
+    pthread_mutex_unlock(&L->mu);
+    return n;
 }
 
 int64_t limits_outstanding(coord_limits *L, const char *token, int64_t now_ms) {

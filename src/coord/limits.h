@@ -61,6 +61,11 @@ void limits_settled(coord_limits *L, const char *token, const char *worker, size
 void limits_extended(coord_limits *L, const char *token, int64_t now_ms, int64_t expires_ms);
 /* May token report now? 1 yes; 0 with *retry_after_s set. */
 int limits_report_allow(coord_limits *L, const char *token, int64_t now_ms, int *retry_after_s);
+/* Checks of token's vectors queued on the verifier and not yet done: add
+ * delta (+1 pushed, -1 done) and return the count. The sampling counts
+ * them as passed for now, so that a new token's first big submit is not
+ * checked whole before the first verdict is in. */
+int64_t limits_checks_pending(coord_limits *L, const char *token, int64_t delta, int64_t now_ms);
 /* Items token holds leased now (for tests and the admin view). */
 int64_t limits_outstanding(coord_limits *L, const char *token, int64_t now_ms);
 

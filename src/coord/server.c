@@ -47,6 +47,7 @@
 #include "conn_guard.h"
 #include "donto/coord.h"
 #include "donto/wire.h"
+#include "canary.h"
 #include "limits.h"
 #include "trust.h"
 #include "verify.h"
@@ -196,6 +197,9 @@ struct donto_coord {
     verify_pool *verify;  /* NULL: no verification */
     char *verify_model;   /* the stored model name the verifier embeds */
     float min_cosine;     /* the verifier's pass mark */
+    canary_set *canaries; /* NULL: none (no verifier, or --canary-rate 0) */
+    _Atomic unsigned long long canary_passed, canary_failed;
+    double canary_rate;   /* a trusted token's lease answer carries a canary this often */
     trust_params trust;
     pthread_mutex_t rng_mu;
     uint64_t rng;
@@ -471,9 +475,36 @@ static void sweep_add(donto_coord *c, const char *token) {
     pthread_mutex_unlock(&c->sweep_mu);
 }
 
+/* A failed check (a re-embedded item, or a canary: what = "canary "):
+ * suspend token, withdrawing its unverified vectors, unless this process
+ * just did (the second sweep follows anyway). On the caller's handle. */
+static void suspend_for(donto_coord *c, donto_store *s, const char *token, const char *what, donto_target t,
+                        const char *item_id, const char *worker, float cosine, int64_t now) {
+    if (sweep_pending(c, token)) return;
+    char reason[256];
+    snprintf(reason, sizeof reason,
+             "the vector of %s%s %.60s from worker %.60s did not match the coordinator's own (cosine %.4f, "
+             "at least %.4f needed)",
+             what, donto_target_name(t), item_id, worker, (double)cosine, (double)c->min_cosine);
+    int64_t withdrawn = 0;
+    donto_err e = {0};
+    if (donto_store_suspend(s, token, reason, now, &withdrawn, &e))
+        DLOG_ERROR("coord: verify: suspending token %s failed: %s", token, e.msg);
+    else
+        DLOG_WARN("coord: token %s suspended: %s; %lld of its unverified vectors withdrawn and their items "
+                  "queued again",
+                  token, reason, (long long)withdrawn);
+    sweep_add(c, token);
+}
+
 /* Called on a verifier thread for every check it finished. */
-static void on_verified(void *ctx, const verify_job *job, float cosine, int pass) {
+static void on_verified(void *ctx, const verify_job *job, float cosine, int pass, const float *ref) {
     donto_coord *c = ctx;
+    limits_checks_pending(c->limits, job->token, -1, c->now_ms(c->clock_ctx));
+    /* What the coordinator embedded itself is a canary for later leases. */
+    if (pass && ref && c->canaries)
+        canary_offer(c->canaries, (donto_target)job->target, job->item_id,
+                     job->model ? job->model : c->verify_model ? c->verify_model : "", job->text, ref, job->dims);
     donto_store *s = pool_take(&c->pool, 30.0);
     if (!s) {
         DLOG_WARN("coord: verify: no store handle free for 30 s; the check of %s %.200s is lost",
@@ -485,22 +516,8 @@ static void on_verified(void *ctx, const verify_job *job, float cosine, int pass
     donto_check chk = {(donto_target)job->target, job->item_id, job->model, job->lease_id, pass};
     if (donto_store_trust_record(s, job->token, &chk, 1, now, &e))
         DLOG_WARN("coord: verify: recording the check of token %s: %s", job->token, e.msg);
-    if (!pass && !sweep_pending(c, job->token)) {
-        char reason[256];
-        snprintf(reason, sizeof reason,
-                 "the vector of %s %.60s from worker %.60s did not match the coordinator's own (cosine %.4f, "
-                 "at least %.4f needed)",
-                 donto_target_name((donto_target)job->target), job->item_id, job->worker_id, (double)cosine,
-                 (double)c->min_cosine);
-        int64_t withdrawn = 0;
-        if (donto_store_suspend(s, job->token, reason, now, &withdrawn, &e))
-            DLOG_ERROR("coord: verify: suspending token %s failed: %s", job->token, e.msg);
-        else
-            DLOG_WARN("coord: token %s suspended: %s; %lld of its unverified vectors withdrawn and their items "
-                      "queued again",
-                      job->token, reason, (long long)withdrawn);
-        sweep_add(c, job->token);
-    }
+    if (!pass)
+        suspend_for(c, s, job->token, "", (donto_target)job->target, job->item_id, job->worker_id, cosine, now);
     pool_give(&c->pool, s);
 }
 
@@ -563,6 +580,32 @@ static answer too_many(int retry_after, const char *fmt, const char *what) {
     return a;
 }
 
+/* Mix a canary into a lease answer: always for a token not yet trusted,
+ * with probability canary_rate for a trusted one; at a random place, under
+ * the lease_id after the batch's last (as the next real item's would be). */
+static void add_canary(donto_coord *c, const request *r, int target, donto_lease_batch *b, int64_t now) {
+    double p = r->trust.streak < c->trust.trust_after ? 1.0 : c->canary_rate;
+    int64_t last = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->items[i].lease_id > last) last = b->items[i].lease_id;
+    pthread_mutex_lock(&c->rng_mu);
+    int draw = trust_draw(p, &c->rng);
+    size_t at = (size_t)(trust_draw(1.0, &c->rng) ? c->rng % (b->n + 1) : 0);
+    donto_leased_item it;
+    int got = draw && canary_issue(c->canaries, r->token, target, last + 1, now, now + c->ttl_ms, &c->rng, &it);
+    pthread_mutex_unlock(&c->rng_mu);
+    if (!got) return;
+    donto_leased_item *items = realloc(b->items, (b->n + 1) * sizeof *items);
+    if (!items) {
+        free(it.item_id), free(it.model), free(it.text);
+        return;
+    }
+    memmove(&items[at + 1], &items[at], (b->n - at) * sizeof *items);
+    items[at] = it;
+    b->items = items;
+    b->n++;
+}
+
 static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
     donto_lease_req q;
     donto_err e = {0};
@@ -588,6 +631,7 @@ static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
         goto out;
     }
     limits_leased(c->limits, r->token, b.n, now, now + c->ttl_ms);
+    if (c->canaries && b.n > 0) add_canary(c, r, q.target, &b, now);
     a = (answer){200, donto_proto_lease_response_ttl(&b, c->ttl_ms), NULL, 0};
     DLOG_DEBUG("coord: lease %s n=%d (asked %d) target=%s -> %zu", who, n, q.n,
                q.target < 0 ? "any" : donto_target_name(q.target), b.n);
@@ -602,11 +646,16 @@ out:
  * not checked. */
 static void verify_sample(donto_coord *c, const request *r, const char *who, const donto_items_req *q,
                           const size_t *idx, const donto_submit_item *si, char **texts, size_t nv) {
-    double p = trust_sample_p(&c->trust, r->trust.streak, r->trust.checks);
+    int64_t now = c->now_ms(c->clock_ctx);
+    int64_t pending = limits_checks_pending(c->limits, r->token, 0, now);
     for (size_t j = 0; j < nv; j++) {
         if (!texts[j]) continue; /* rejected, or a repeat */
         const donto_proto_item *it = &q->items[idx[j]];
         if (it->model && c->verify_model && strcmp(it->model, c->verify_model) != 0) continue;
+        /* Checks still queued count as passed for the draw (limits.h), at
+         * most trust_after of them: the verdicts soon say more. */
+        int64_t pc = pending < c->trust.trust_after ? pending : c->trust.trust_after;
+        double p = trust_sample_p(&c->trust, r->trust.streak + pc, r->trust.checks + pc);
         pthread_mutex_lock(&c->rng_mu);
         int draw = trust_draw(p, &c->rng);
         pthread_mutex_unlock(&c->rng_mu);
@@ -620,8 +669,21 @@ static void verify_sample(donto_coord *c, const request *r, const char *who, con
                           .vec = (float *)si[j].vector,
                           .dims = si[j].dims,
                           .lease_id = si[j].lease_id};
-        verify_push(c->verify, &job); /* a full queue skips the check, counted */
+        if (verify_push(c->verify, &job) == 0) /* a full queue skips the check, counted */
+            pending = limits_checks_pending(c->limits, r->token, +1, now);
     }
+}
+
+/* A canary came back: record the check; a mismatch suspends the token. */
+static void canary_verdict(donto_coord *c, donto_store *s, const request *r, const char *who,
+                           const donto_proto_item *it, float cosv, int64_t now) {
+    int pass = cosv >= c->min_cosine;
+    donto_check chk = {(donto_target)it->target, it->item_id, it->model, it->lease_id, pass};
+    donto_err e = {0};
+    if (donto_store_trust_record(s, r->token, &chk, 1, now, &e))
+        DLOG_WARN("coord: canary: recording the check of token %s: %s", r->token, e.msg);
+    atomic_fetch_add(pass ? &c->canary_passed : &c->canary_failed, 1);
+    if (!pass) suspend_for(c, s, r->token, "canary ", (donto_target)it->target, it->item_id, who, cosv, now);
 }
 
 /* Submit, release and extend share the item list: a submit passes only the
@@ -646,10 +708,25 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int kin
         a = errorf(500, "internal", "out of memory");
         goto done;
     }
-    size_t k = 0;
+    /* Canaries (canary.h) never reach the store: answered here, each
+     * submitted one checked against the coordinator's own vector. */
+    size_t k = 0, ncanary = 0;
     for (size_t i = 0; i < q.n; i++) {
         const donto_proto_item *it = &q.items[i];
         if (it->reason) continue;
+        if (c->canaries) {
+            float cosv = 0;
+            int hit = kind == ITEMS_SUBMIT
+                          ? canary_take(c->canaries, r->token, (donto_target)it->target, it->item_id, it->lease_id,
+                                        it->vector, it->dims, &cosv, now)
+                          : canary_touch(c->canaries, r->token, (donto_target)it->target, it->item_id, it->lease_id,
+                                         kind == ITEMS_EXTEND, now + c->ttl_ms, now);
+            if (hit) {
+                ncanary++;
+                if (kind == ITEMS_SUBMIT) canary_verdict(c, s, r, who, it, cosv, now);
+                continue;
+            }
+        }
         si[k] = (donto_submit_item){.target = (donto_target)it->target,
                                     .item_id = it->item_id,
                                     .lease_id = it->lease_id,
@@ -658,6 +735,7 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int kin
                                     .model = it->model};
         idx[k++] = i;
     }
+    nv = k;
     if (kind == ITEMS_SUBMIT) {
         donto_submit_result res = {.upserted = 0, .reject = rej, .text = texts};
         if (nv && donto_store_submit(s, who, si, nv, now, &res, &e)) {
@@ -671,7 +749,7 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int kin
         }
         limits_settled(c->limits, r->token, who, res.upserted - res.repeated + expired, expired, now);
         if (c->verify) verify_sample(c, r, who, &q, idx, si, texts, nv);
-        a = (answer){200, donto_proto_submit_response(res.upserted, &q), NULL, 0};
+        a = (answer){200, donto_proto_submit_response(res.upserted + ncanary, &q), NULL, 0};
         DLOG_DEBUG("coord: submit %s items=%zu upserted=%zu", who, q.n, res.upserted);
     } else if (kind == ITEMS_RELEASE) {
         size_t released = 0;
@@ -680,7 +758,7 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int kin
             goto done;
         }
         limits_settled(c->limits, r->token, NULL, released, 0, now);
-        a = (answer){200, donto_proto_release_response(released), NULL, 0};
+        a = (answer){200, donto_proto_release_response(released + ncanary), NULL, 0};
     } else {
         size_t extended = 0;
         if (nv && donto_store_extend(s, who, si, nv, now, c->ttl_ms, &extended, &e)) {
@@ -688,7 +766,7 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int kin
             goto done;
         }
         limits_extended(c->limits, r->token, now, now + c->ttl_ms);
-        a = (answer){200, donto_proto_extend_response(extended, c->ttl_ms), NULL, 0};
+        a = (answer){200, donto_proto_extend_response(extended + ncanary, c->ttl_ms), NULL, 0};
     }
 done:
     if (texts)
@@ -777,6 +855,11 @@ static answer do_stats(donto_coord *c, donto_store *s) {
         x.verify_queued = (int64_t)vs.queued, x.verify_done = (int64_t)vs.done;
         x.verify_passed = (int64_t)vs.passed, x.verify_failed = (int64_t)vs.failed;
         x.verify_dropped = (int64_t)vs.dropped;
+        size_t cp = 0, co = 0;
+        canary_counts(c->canaries, &cp, &co);
+        x.canary_pool = (int64_t)cp, x.canary_out = (int64_t)co;
+        x.canary_passed = (int64_t)atomic_load(&c->canary_passed);
+        x.canary_failed = (int64_t)atomic_load(&c->canary_failed);
     }
     answer a = {200, donto_proto_stats_response(st, &x), NULL, 0};
     donto_contributor_list_free(con, ncon);
@@ -1040,12 +1123,37 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     inflight_add(cls, -1);
 }
 
+/* libmicrohttpd's messages. Under a flood it writes one per connection cut
+ * or refused: at most MHD_LOG_BURST lines per MHD_LOG_WINDOW_S seconds go
+ * to the log, and the next line that gets through says how many were
+ * left out (the connection guard's counters in /metrics keep the tally). */
+#define MHD_LOG_BURST 20
+#define MHD_LOG_WINDOW_S 10.0
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     (void)cls;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static double window_start;
+    static int in_window;
+    static unsigned long suppressed;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    pthread_mutex_lock(&mu);
+    double now = mono_s();
+    if (now - window_start >= MHD_LOG_WINDOW_S) window_start = now, in_window = 0;
+    int emit = in_window < MHD_LOG_BURST;
+    unsigned long left_out = 0;
+    if (emit) {
+        in_window++;
+        left_out = suppressed;
+        suppressed = 0;
+    } else {
+        suppressed++;
+    }
+    pthread_mutex_unlock(&mu);
+    if (!emit) return;
+    if (left_out) DLOG_WARN("http: %lu more messages like the ones above were left out of the log", left_out);
     DLOG_WARN("http: %s", msg);
 }
 
@@ -1105,6 +1213,12 @@ static char *normalise_base(const char *b) {
     return o;
 }
 
+/* Canaries: references kept, canaries out at once, and how often a trusted
+ * token's lease answer carries one (an untrusted token's always does). */
+#define CANARY_POOL 1024
+#define CANARY_OUTSTANDING 16384
+#define CANARY_RATE_DEFAULT 0.1
+
 /* Limits, the verifier and the sweeper (after the pool: they use it). */
 static int trust_start(donto_coord *c, const donto_coord_config *cfg, donto_err *err) {
     coord_limits_config lc = {
@@ -1141,6 +1255,9 @@ static int trust_start(donto_coord *c, const donto_coord_config *cfg, donto_err 
     vc.done = on_verified;
     vc.ctx = c;
     if (verify_pool_open(&vc, &c->verify, err)) return donto_preerr(err, "verifier");
+    c->canary_rate = cfg->canary_rate > 0 ? cfg->canary_rate : cfg->canary_rate < 0 ? 0 : CANARY_RATE_DEFAULT;
+    if (cfg->canary_rate >= 0 && !(c->canaries = canary_new(CANARY_POOL, CANARY_OUTSTANDING)))
+        return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
     c->sweeper_on = pthread_create(&c->sweeper, NULL, sweeper_main, c) == 0;
     if (!c->sweeper_on) return donto_seterr(err, "cannot start the sweeper thread");
     DLOG_INFO("coord: verifying submitted vectors with %s (min cosine %.4f; trusted after %lld checks passed in a "
@@ -1161,6 +1278,8 @@ static void trust_stop(donto_coord *c) {
     }
     verify_pool_close(c->verify); /* finishes the batch in hand, which may use the pool */
     c->verify = NULL;
+    canary_free(c->canaries);
+    c->canaries = NULL;
     limits_free(c->limits);
     c->limits = NULL;
     free(c->verify_model);
@@ -1253,7 +1372,7 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(c->d, MHD_DAEMON_INFO_BIND_PORT);
     c->port = info ? (int)info->port : 0;
-    DLOG_INFO("coord: serving %s/{lease,submit,release,report,health,stats,metrics,admin,recall} on %s%s (port %d), %d threads, %d store handles",
+    DLOG_INFO("coord: serving %s/{lease,submit,release,extend,report,health,stats,metrics,admin,recall} on %s%s (port %d), %d threads, %d store handles",
               c->base, c->tls_cert ? "https://" : "", cfg->listen, c->port, threads, pool);
     *out = c;
     return 0;

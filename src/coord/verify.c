@@ -182,7 +182,7 @@ static void run_batch(verify_pool *p, scratch *s, int n) {
         p->lat_sum_ms += ms;
         if (ms > p->lat_max_ms) p->lat_max_ms = ms;
         pthread_mutex_unlock(&p->mu);
-        p->cfg.done(p->cfg.ctx, &v->j, c, pass);
+        p->cfg.done(p->cfg.ctx, &v->j, c, pass, s->slot[i] < 0 ? NULL : s->ref + (size_t)s->slot[i] * p->dim);
     }
     for (int i = 0; i < n; i++) job_free(s->batch[i]);
 }

@@ -81,7 +81,9 @@ typedef struct verify_config {
     int queue_cap;           /* jobs waiting, at most (default 4096) */
     int batch_max;           /* jobs per encode call (default 32) */
     float min_cosine;        /* pass when cosine >= this (default VERIFY_MIN_COSINE_DEFAULT) */
-    void (*done)(void *ctx, const verify_job *job, float cosine, int pass);
+    /* ref: the coordinator's own vector of the job's text (dims floats,
+     * valid during the call; NULL when the dims did not match). */
+    void (*done)(void *ctx, const verify_job *job, float cosine, int pass, const float *ref);
     void *ctx;
 } verify_config;
 

@@ -106,8 +106,10 @@ static const char *const SQL[Q_N] = {
     [Q_SUSP_DELETE] = "DELETE FROM vectors WHERE token = ?1 AND verified = 0 AND text IS NOT NULL",
     [Q_SUSP_RELEASE] = "UPDATE queue SET lease_owner = NULL, lease_expires = 0 WHERE "
                        "lease_owner >= ?1 || '/' AND lease_owner < ?1 || '0' AND lease_expires > ?2",
-    [Q_SUSP_TOK] = "UPDATE tokens SET suspended = 1, reason = ?2, suspended_at = ?3, streak = 0, "
-                   "withdrawn = withdrawn + ?4 WHERE name = ?1",
+    /* A second suspension (the sweep) keeps the first one's reason and time. */
+    [Q_SUSP_TOK] = "UPDATE tokens SET reason = CASE WHEN suspended = 1 THEN reason ELSE ?2 END, "
+                   "suspended_at = CASE WHEN suspended = 1 THEN suspended_at ELSE ?3 END, suspended = 1, "
+                   "streak = 0, withdrawn = withdrawn + ?4 WHERE name = ?1",
     [Q_SUSP_REPORT] = "INSERT INTO reports (worker_id, kind, message, created, token) "
                       "VALUES ('coordinator', 'suspended', ?2, ?3, ?1)",
     [Q_UNSUSP] = "UPDATE tokens SET suspended = 0, reason = '', streak = 0 WHERE name = ?1 AND suspended = 1",

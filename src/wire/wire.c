@@ -893,6 +893,10 @@ char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], co
         put(o, "passed", json_integer((json_int_t)x->verify_passed), &ok);
         put(o, "failed", json_integer((json_int_t)x->verify_failed), &ok);
         put(o, "skipped_queue_full", json_integer((json_int_t)x->verify_dropped), &ok);
+        put(o, "canaries_known", json_integer((json_int_t)x->canary_pool), &ok);
+        put(o, "canaries_out", json_integer((json_int_t)x->canary_out), &ok);
+        put(o, "canaries_passed", json_integer((json_int_t)x->canary_passed), &ok);
+        put(o, "canaries_failed", json_integer((json_int_t)x->canary_failed), &ok);
         put(root, "verify", o, &ok);
     }
     if (x && x->have_series) {
