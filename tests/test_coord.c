@@ -34,6 +34,8 @@
 #include "donto/store.h"
 #include "donto/wire.h"
 #include "proc.h"
+#include "tinybert.h"
+#include "donto/encoder.h"
 
 /* ---- a fake store ------------------------------------------------------------ */
 
@@ -1296,6 +1298,205 @@ static void test_token_limits(const char *path) {
     donto_coord_stop(c, 5);
 }
 
+/* ---- verification on the coordinator (docs/trust.md) ------------------------------
+ * A real engine (a tiny random BERT of the 384-d shape, written here) checks
+ * submitted vectors: an honest token's pass, a random-vector token is
+ * suspended by the verifier and its vectors withdrawn and queued again,
+ * canary items come back in leases and a wrong answer to one suspends at
+ * once. On a fresh SQLite file. */
+#define VERIFY_MODEL "sentence-transformers/all-MiniLM-L6-v2"
+static const char *TOK_HONEST = "honest-token-0123456789";
+static const char *TOK_EVIL = "evil-token-0123456789";
+static const char *TOK_EVIL2 = "evil2-token-0123456789";
+
+static json_t *stats_verify(void) {
+    json_t *j = NULL;
+    long st = http("GET", "/stats", TOK_A, NULL, &j);
+    json_t *v = st == 200 ? json_incref(json_object_get(j, "verify")) : NULL;
+    json_decref(j);
+    return v;
+}
+
+static int64_t verify_num(const char *k) {
+    json_t *v = stats_verify();
+    int64_t n = v ? json_integer_value(json_object_get(v, k)) : -1;
+    json_decref(v);
+    return n;
+}
+
+static int token_suspended(donto_store *s, const char *name) {
+    donto_token_info *t = NULL;
+    size_t n = 0;
+    donto_err e = {0};
+    int sus = -1;
+    if (donto_store_token_list(s, &t, &n, &e) == 0)
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp(t[i].name, name)) sus = t[i].trust.suspended;
+    donto_token_list_free(t, n);
+    return sus;
+}
+
+/* Submit every item of a lease answer: honest vectors from enc, or random. */
+static long submit_batch(const char *tok, const char *w, json_t *batch, donto_encoder *enc, json_t **out) {
+    json_t *items = json_array();
+    size_t i;
+    json_t *it;
+    json_array_foreach(batch, i, it) {
+        float v[384];
+        const char *text = jstr(it, "text");
+        if (enc) {
+            size_t len = strlen(text);
+            donto_err e = {0};
+            if (donto_encoder_encode(enc, &text, &len, 1, v, NULL, &e)) CHECK(0, "encode: %s", e.msg);
+        } else {
+            unit(v, 384, (unsigned)(1000 + i));
+        }
+        char *b64 = donto_proto_f32_b64(v, 384);
+        json_array_append_new(items, json_pack("{s:O, s:O, s:O, s:s, s:s}", "target", json_object_get(it, "target"),
+                                               "item_id", json_object_get(it, "item_id"), "lease_id",
+                                               json_object_get(it, "lease_id"), "model", VERIFY_MODEL,
+                                               "vector_b64", b64));
+        free(b64);
+    }
+    char *body = dumps(json_pack("{s:s, s:o}", "worker_id", w, "items", items));
+    long st = http("POST", "/submit", tok, body, out);
+    free(body);
+    return st;
+}
+
+static void test_verification(void) {
+    fprintf(stderr, "-- verification with a real engine\n");
+    char root[] = "/tmp/donto-coord-verify-XXXXXX";
+    if (!mkdtemp(root)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char dir[128], db[128];
+    snprintf(dir, sizeof dir, "%s/model", root);
+    snprintf(db, sizeof db, "%s/q.db", root);
+    tiny_spec sp;
+    tiny_default(&sp);
+    sp.hidden = 384, sp.heads = 4, sp.inter = 64, sp.pooling = 1;
+    CHECK(tiny_write(dir, &sp) == 0, "write the tiny model");
+    donto_encoder_opts o;
+    donto_encoder_default_opts(&o);
+    o.threads = 1;
+    donto_encoder *enc = NULL;
+    donto_store *s = NULL;
+    donto_err e = {0};
+    if (donto_encoder_open(dir, &o, &enc, &e) || donto_store_open(db, &s, &e) || donto_store_migrate(s, &e)) {
+        CHECK(0, "setup: %s", e.msg);
+        donto_encoder_close(enc);
+        donto_store_close(s);
+        return;
+    }
+    static const char *words[] = {"the", "quick", "brown", "fox", "dog", "cat", "is", "kind", "of", "animal"};
+    enum { NITEMS = 60 };
+    donto_enqueue_item q[NITEMS];
+    char ids[NITEMS][16], texts[NITEMS][64];
+    for (int i = 0; i < NITEMS; i++) {
+        snprintf(ids[i], sizeof ids[i], "v%02d", i);
+        snprintf(texts[i], sizeof texts[i], "%s %s %s %s", words[i % 10], words[(i / 10) % 10], words[(i * 7) % 10],
+                 words[(i * 3 + 1) % 10]);
+        q[i] = (donto_enqueue_item){DONTO_TARGET_CLAIM, ids[i], texts[i], VERIFY_MODEL};
+    }
+    size_t added = 0;
+    CHECK(donto_store_enqueue(s, q, NITEMS, &added, &e) == 0 && added == NITEMS, "enqueue: %s", e.msg);
+    const char *toks[] = {TOK_HONEST, TOK_EVIL, TOK_EVIL2, TOK_A};
+    const char *names[] = {"honest", "evil", "evil2", "admin"};
+    for (int i = 0; i < 4; i++) {
+        uint8_t h[32];
+        hash_of(toks[i], h);
+        CHECK(donto_store_token_add(s, names[i], i == 3 ? DONTO_ROLE_ADMIN : DONTO_ROLE_CONTRIBUTOR, h, g_clock_ms, &e) == 0,
+              "%s", e.msg);
+    }
+    donto_coord_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.listen = "127.0.0.1:0";
+    cfg.threads = 2;
+    cfg.pool = 3;
+    cfg.db_url = db;
+    cfg.lease_ttl_ms = 600000;
+    cfg.version = "test";
+    cfg.lease_per_s = -1;
+    cfg.verify_model_dir = dir;
+    cfg.verify_model_name = VERIFY_MODEL;
+    cfg.verify_seed = 7;
+    cfg.canary_rate = 1.0; /* every lease answer carries one, once there are any */
+    donto_coord *c = NULL;
+    CHECK(donto_coord_start(&cfg, &c, &e) == 0, "start: %s", e.msg);
+    if (!c) goto out;
+    g_port = donto_coord_port(c);
+
+    /* Honest: its first items are all checked (untrusted), and pass. */
+    json_t *j = NULL, *r = NULL;
+    long st = http("POST", "/lease", TOK_HONEST, "{\"worker_id\": \"h1\", \"n\": 12, \"target\": \"claim\"}", &j);
+    CHECK(st == 200 && json_array_size(json_object_get(j, "batch")) == 12, "honest lease: %ld", st);
+    st = submit_batch(TOK_HONEST, "h1", json_object_get(j, "batch"), enc, &r);
+    CHECK(st == 200 && json_integer_value(json_object_get(r, "upserted")) == 12, "honest submit: %ld", st);
+    json_decref(j), json_decref(r);
+    double end = donto_now() + 60;
+    while (verify_num("checked") < 12 && donto_now() < end) msleep(20);
+    CHECK(verify_num("passed") == 12 && verify_num("failed") == 0, "honest checks: passed %lld failed %lld",
+          (long long)verify_num("passed"), (long long)verify_num("failed"));
+    CHECK(verify_num("canaries_known") >= 12, "what the verifier embedded became canaries");
+
+    /* A canary comes back in the next lease (an item already stored), and
+     * the honest answer to it is taken as stored without touching the store. */
+    st = http("POST", "/lease", TOK_HONEST, "{\"worker_id\": \"h1\", \"n\": 5, \"target\": \"claim\"}", &j);
+    json_t *b = json_object_get(j, "batch");
+    int canaries = 0;
+    size_t bi;
+    json_t *bv;
+    json_array_foreach(b, bi, bv) canaries += atoi(jstr(bv, "item_id") + 1) < 12;
+    CHECK(st == 200 && json_array_size(b) == 6 && canaries == 1, "a canary among 5 items: %zu items, %d canaries",
+          json_array_size(b), canaries);
+    int64_t before = embedded_total(s);
+    st = submit_batch(TOK_HONEST, "h1", b, enc, &r);
+    CHECK(st == 200 && json_integer_value(json_object_get(r, "upserted")) == 6 && !json_object_get(r, "rejected"),
+          "the canary is answered as stored: %ld", st);
+    CHECK(embedded_total(s) == before + 5, "the canary did not reach the store");
+    CHECK(verify_num("canaries_passed") == 1, "canary passed");
+    json_decref(j), json_decref(r);
+
+    /* Random vectors: the verifier fails them; the token is suspended, its
+     * vectors withdrawn and their items queued again. */
+    st = http("POST", "/lease", TOK_EVIL, "{\"worker_id\": \"e1\", \"n\": 8, \"target\": \"claim\"}", &j);
+    b = json_object_get(j, "batch");
+    /* Keep only the real items: the canary would suspend it at once. */
+    json_t *real = json_array();
+    json_array_foreach(b, bi, bv) if (atoi(jstr(bv, "item_id") + 1) >= 17) json_array_append(real, bv);
+    st = submit_batch(TOK_EVIL, "e1", real, NULL, &r);
+    CHECK(st == 200 && json_integer_value(json_object_get(r, "upserted")) == (json_int_t)json_array_size(real),
+          "random vectors are stored at first: %ld", st);
+    json_decref(j), json_decref(r), json_decref(real);
+    end = donto_now() + 60;
+    while (token_suspended(s, "evil") != 1 && donto_now() < end) msleep(20);
+    CHECK(token_suspended(s, "evil") == 1, "the verifier suspended evil");
+    CHECK(raw_count(s, "SELECT count(*) FROM vectors WHERE token = 'evil'", NULL) == 0, "evil's vectors withdrawn");
+    CHECK(raw_count(s, "SELECT count(*) FROM queue", NULL) == NITEMS - 17, "its items queued again: %ld",
+          raw_count(s, "SELECT count(*) FROM queue", NULL));
+    st = http("POST", "/lease", TOK_EVIL, "{\"worker_id\": \"e1\", \"n\": 1}", &j);
+    CHECK_ERR(st, j, 403, "suspended");
+    json_decref(j);
+    CHECK(token_suspended(s, "honest") == 0, "honest is not flagged");
+
+    /* A wrong answer to a canary suspends in the submit itself. */
+    st = http("POST", "/lease", TOK_EVIL2, "{\"worker_id\": \"x\", \"n\": 3, \"target\": \"claim\"}", &j);
+    CHECK(st == 200 && json_array_size(json_object_get(j, "batch")) == 4, "evil2 lease (with a canary): %ld", st);
+    st = submit_batch(TOK_EVIL2, "x", json_object_get(j, "batch"), NULL, &r);
+    CHECK(st == 200 && token_suspended(s, "evil2") == 1 && verify_num("canaries_failed") == 1,
+          "a failed canary suspends at once: %ld, suspended %d", st, token_suspended(s, "evil2"));
+    json_decref(j), json_decref(r);
+    donto_coord_stop(c, 5);
+out:
+    donto_store_close(s);
+    donto_encoder_close(enc);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    CHECK(system(cmd) == 0, "clean up");
+}
+
 static int main_pg(void) {
     const char *url = getenv("DONTO_TEST_PG_URL");
     CHECK(url != NULL, "DONTO_TEST_PG_URL not set (run through scripts/pg-test-server)");
@@ -1354,6 +1555,7 @@ int main(int argc, char **argv) {
         test_failure_codes();
         donto_coord_stop(c, 5);
         test_token_limits(path);
+        test_verification();
     } else {
         CHECK(0, "sqlite store: %s", e.msg);
     }
