@@ -44,6 +44,7 @@ static void reset(void) {
 }
 
 static void on_done(void *ctx, const verify_job *j, float c, int pass, const float *ref) {
+    CHECK(pass >= 0, "an unchecked job reached done() in a test that has none");
     /* The reference is the encoder's own vector of the text: unit norm, and
      * the cosine reported is the cosine to it. */
     if (ref && j->dims > 0) {
@@ -146,6 +147,7 @@ static verify_pool *open_pool(int threads, int cap, int batch, int own) {
     c.batch_max = batch;
     c.model = "tiny";
     c.done = on_done;
+    c.nice = 10;
     verify_pool *p = NULL;
     donto_err e = {0};
     if (verify_pool_open(&c, &p, &e) != 0) {
@@ -375,6 +377,7 @@ static void test_open_errors(void) {
     verify_pool *p = (verify_pool *)(uintptr_t)1; /* open must set NULL */
     donto_err e = {0};
     c.done = on_done;
+    c.nice = 10;
     CHECK(verify_pool_open(&c, &p, &e) == -1 && p == NULL && e.code == DONTO_E_INVALID, "no encoder: %s", e.msg);
     c.model_dir = "/nonexistent/model";
     memset(&e, 0, sizeof e);
@@ -399,6 +402,7 @@ static void test_zeroed_config(void) {
     verify_config c = {0};
     c.enc = g_enc;
     c.done = on_done;
+    c.nice = 10;
     verify_pool *p = NULL;
     donto_err e = {0};
     CHECK(verify_pool_open(&c, &p, &e) == 0, "open with a zeroed config: %s", e.msg);

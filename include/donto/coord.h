@@ -69,6 +69,7 @@ typedef struct donto_coord_config {
     const char *verify_model_name; /* the model its vectors are stored under (items of
                                     * other models are not checked); NULL: recall_model */
     int verify_threads;            /* 0: 1 */
+    int verify_nice;               /* raise the verifier threads' nice value by this; 0: leave it */
     int verify_queue;              /* jobs waiting at most; 0: 4096 (then checks are skipped, counted) */
     double verify_min_cosine;      /* 0: the measured default (src/coord/verify.h) */
     int trust_after;               /* checks passed in a row before a token is trusted; 0: default */

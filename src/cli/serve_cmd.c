@@ -64,7 +64,7 @@ int donto_serve_cmd(int argc, char **argv) {
     const char *tls_cert = NULL, *tls_key = NULL;
     const char *model_dir = NULL, *model_name = NULL, *index = NULL;
     int verify = 0; /* VERIFY_AUTO */
-    int64_t verify_threads = 0, verify_queue = 0, trust_after = 0, verify_seed = 0;
+    int64_t verify_threads = 0, verify_queue = 0, trust_after = 0, verify_seed = 0, verify_nice = 0;
     double min_cosine = 0, verify_floor = 0, lease_rate = -1, report_rate = -1, canary_rate = -1;
     int64_t max_outstanding_opt = -1;
     const donto_opt opts[] = {
@@ -116,7 +116,10 @@ int donto_serve_cmd(int argc, char **argv) {
          .help = "check a sample of submitted vectors by re-embedding them with --model\n"
                  "(fp32): auto (default: when --model is given) | on | off (docs/trust.md)"},
         {DONTO_OPT_INT64, "verify-threads", 0, &verify_threads, .min = 1, .max = 64, .metavar = "N",
-         .help = "threads that re-embed (default 1, at low priority)"},
+         .help = "threads that re-embed (default 1)"},
+        {DONTO_OPT_INT64, "verify-nice", 0, &verify_nice, .min = 0, .max = 19, .metavar = "N",
+         .help = "run the verifier threads N nice levels lower (default 0; on a machine\n"
+                 "shared with workers, checks then lag and leases wait for them)"},
         {DONTO_OPT_INT64, "verify-queue", 0, &verify_queue, .min = 1, .max = 1 << 20, .metavar = "N",
          .help = "checks waiting at most; more are skipped and counted (default 4096)"},
         {DONTO_OPT_DOUBLE, "verify-min-cosine", 0, &min_cosine, .fmin = 0.5, .fmax = 1.0, .metavar = "X",
@@ -159,6 +162,7 @@ int donto_serve_cmd(int argc, char **argv) {
     if (report_rate >= 0) cfg.report_per_min = report_rate > 0 ? report_rate : -1;
     if (max_outstanding_opt >= 0) cfg.max_outstanding = max_outstanding_opt > 0 ? max_outstanding_opt : -1;
     cfg.verify_threads = (int)verify_threads;
+    cfg.verify_nice = (int)verify_nice;
     cfg.verify_queue = (int)verify_queue;
     cfg.verify_min_cosine = min_cosine;
     cfg.trust_after = (int)trust_after;

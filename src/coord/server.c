@@ -501,6 +501,7 @@ static void suspend_for(donto_coord *c, donto_store *s, const char *token, const
 static void on_verified(void *ctx, const verify_job *job, float cosine, int pass, const float *ref) {
     donto_coord *c = ctx;
     limits_checks_pending(c->limits, job->token, -1, c->now_ms(c->clock_ctx));
+    if (pass < 0) return; /* not checked (verify.h): no verdict */
     /* What the coordinator embedded itself is a canary for later leases. */
     if (pass && ref && c->canaries)
         canary_offer(c->canaries, (donto_target)job->target, job->item_id,
@@ -580,6 +581,10 @@ static answer too_many(int retry_after, const char *fmt, const char *what) {
     return a;
 }
 
+/* Checks of a trusted token's vectors that may wait on the verifier before
+ * its leases wait for them (see do_lease). */
+#define CHECKS_AHEAD_MAX 16
+
 /* Mix a canary into a lease answer: always for a token not yet trusted,
  * with probability canary_rate for a trusted one; at a random place, under
  * the lease_id after the batch's last (as the next real item's would be). */
@@ -615,8 +620,22 @@ static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
     int64_t now = c->now_ms(c->clock_ctx);
     int retry = 0;
     const char *why = "";
-    int n = limits_lease_allow(c->limits, r->token, who, q.n, now, &retry, &why);
     answer a;
+    /* A token may not run far ahead of its checks: while the verifier has
+     * many of them queued (an untrusted token: trust_after; a trusted one:
+     * CHECKS_AHEAD_MAX), it waits for the verdicts. This bounds the bad
+     * items a token turning bad can store before its first failed check,
+     * whatever the verifier's backlog. */
+    if (c->verify) {
+        int64_t pending = limits_checks_pending(c->limits, r->token, 0, now);
+        int64_t cap = r->trust.streak < c->trust.trust_after ? c->trust.trust_after : CHECKS_AHEAD_MAX;
+        if (pending >= cap) {
+            a = too_many(1, "this token's vectors wait for the coordinator's checks (%s); retry after the delay given",
+                         "verification behind");
+            goto out;
+        }
+    }
+    int n = limits_lease_allow(c->limits, r->token, who, q.n, now, &retry, &why);
     if (n == 0) {
         a = too_many(retry,
                      strcmp(why, "rate") == 0 ? "this token leases too often (%s); retry after the delay given"
@@ -1250,6 +1269,7 @@ static int trust_start(donto_coord *c, const donto_coord_config *cfg, donto_err 
     vc.model_dir = cfg->verify_model_dir;
     if (cfg->verify_threads > 0) vc.threads = cfg->verify_threads;
     if (cfg->verify_queue > 0) vc.queue_cap = cfg->verify_queue;
+    vc.nice = cfg->verify_nice;
     if (cfg->verify_min_cosine > 0) vc.min_cosine = (float)cfg->verify_min_cosine;
     c->min_cosine = vc.min_cosine;
     vc.done = on_verified;

@@ -109,16 +109,17 @@ static vjob *job_copy(const verify_job *j) {
     return v;
 }
 
-/* nice +10 for this thread only (on Linux a tid names one thread), capped at
+/* nice +by for this thread only (on Linux a tid names one thread), capped at
  * 19. Raising one's own nice value needs no privilege; a failure (another
  * kernel, a seccomp filter) only costs the courtesy, so it is logged and
  * ignored. Threads the encoder starts from this one inherit the value. */
-static void lower_priority(void) {
+static void lower_priority(int by) {
+    if (by <= 0) return;
     pid_t tid = (pid_t)syscall(SYS_gettid);
     errno = 0;
     int cur = getpriority(PRIO_PROCESS, (id_t)tid);
     if (cur == -1 && errno) cur = 0;
-    int want = cur + 10 > 19 ? 19 : cur + 10;
+    int want = cur + by > 19 ? 19 : cur + by;
     if (setpriority(PRIO_PROCESS, (id_t)tid, want) != 0)
         DLOG_DEBUG("verify: setpriority(%d) on thread %d: %s (ignored)", want, (int)tid, strerror(errno));
 }
@@ -169,6 +170,8 @@ static void run_batch(verify_pool *p, scratch *s, int n) {
             pthread_mutex_lock(&p->mu);
             p->dropped++;
             pthread_mutex_unlock(&p->mu);
+            /* Not checked: the caller learns so (pass -1), no verdict. */
+            p->cfg.done(p->cfg.ctx, &v->j, NAN, -1, NULL);
             continue;
         }
         float c = s->slot[i] < 0 ? VERIFY_COS_BAD_DIMS
@@ -189,7 +192,7 @@ static void run_batch(verify_pool *p, scratch *s, int n) {
 
 static void *pool_thread(void *arg) {
     verify_pool *p = arg;
-    lower_priority();
+    lower_priority(p->cfg.nice);
     const int bmax = p->cfg.batch_max;
     scratch s = {
         .batch = malloc((size_t)bmax * sizeof *s.batch),

@@ -77,12 +77,17 @@ typedef struct verify_config {
     const char *model;       /* optional: jobs naming another model are not queued
                                 (push returns 1, counted dropped): a vector from
                                 another model cannot be checked against ours */
-    int threads;             /* pool threads (default 1), each at nice +10 */
+    int threads;             /* pool threads (default 1) */
+    int nice;                /* raise each pool thread's nice value by this (0: leave it;
+                                10 yields to worker processes on the same machine, but
+                                then checks lag behind under load) */
     int queue_cap;           /* jobs waiting, at most (default 4096) */
     int batch_max;           /* jobs per encode call (default 32) */
     float min_cosine;        /* pass when cosine >= this (default VERIFY_MIN_COSINE_DEFAULT) */
     /* ref: the coordinator's own vector of the job's text (dims floats,
-     * valid during the call; NULL when the dims did not match). */
+     * valid during the call; NULL when the dims did not match). A job whose
+     * text the encoder could not take is not checked: done() is called with
+     * pass -1, cosine NaN and ref NULL (counted dropped, not done). */
     void (*done)(void *ctx, const verify_job *job, float cosine, int pass, const float *ref);
     void *ctx;
 } verify_config;
