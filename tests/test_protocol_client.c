@@ -393,6 +393,94 @@ static void test_release_response(void) {
     free(err);
 }
 
+/* ---- lease TTL, extend, error answers (issue 15) ------------------------ */
+
+static void test_lease_ttl(void) {
+    donto_leased_item it[] = {{DONTO_TARGET_CLAIM, "c1", "t", DONTO_DEFAULT_MODEL, 9}};
+    donto_lease_batch batch = {it, 1};
+    char *body = donto_proto_lease_response_ttl(&batch, 900000);
+    donto_lease_resp r;
+    donto_err e = {0};
+    CHECK_EQ_INT(donto_proto_parse_lease_response(body, strlen(body), &r, &e), 0);
+    CHECK_EQ_INT(r.n, 1);
+    CHECK_EQ_INT(r.ttl_ms, 900000);
+    donto_lease_resp_free(&r);
+    free(body);
+    /* without it (a legacy server): 0, no heartbeats */
+    body = donto_proto_lease_response(&batch);
+    CHECK_EQ_INT(donto_proto_parse_lease_response(body, strlen(body), &r, &e), 0);
+    CHECK_EQ_INT(r.ttl_ms, 0);
+    donto_lease_resp_free(&r);
+    free(body);
+    static const char *bad[] = {"{\"batch\": [], \"lease_ttl_ms\": \"9\"}", "{\"batch\": [], \"lease_ttl_ms\": -1}",
+                                "{\"batch\": [], \"lease_ttl_ms\": 1.5}", "{\"batch\": [], \"lease_ttl_ms\": null}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ_INT(donto_proto_parse_lease_response(bad[i], strlen(bad[i]), &r, &e), -1);
+        CHECK(strstr(e.msg, "lease_ttl_ms"), "%s: %s", bad[i], e.msg);
+        CHECK(r.items == NULL && r.n == 0 && r.ttl_ms == 0, "%s: not freed", bad[i]);
+    }
+}
+
+static void test_extend(void) {
+    donto_client_item it[2] = {{DONTO_TARGET_CLAIM, "c1", 11, NULL, NULL}, {DONTO_TARGET_ENTITY, "e2", 0, NULL, NULL}};
+    char *x = NULL, *r = NULL;
+    donto_err e = {0};
+    CHECK_EQ_INT(donto_proto_build_extend("w", it, 2, &x, &e), 0);
+    CHECK_EQ_INT(donto_proto_build_release("w", it, 2, &r, &e), 0);
+    CHECK(x && r && !strcmp(x, r), "extend body %s, release body %s", x ? x : "", r ? r : "");
+    donto_items_req q;
+    CHECK_EQ_INT(donto_proto_parse_release(x, strlen(x), &q, &e), 0); /* what the server reads an extend with */
+    CHECK_EQ_INT(q.n, 2);
+    donto_items_req_free(&q);
+    free(x), free(r);
+    char *ans = donto_proto_extend_response(2, 3000);
+    int64_t n = -1, ttl = -1;
+    CHECK_EQ_INT(donto_proto_parse_extend_response(ans, strlen(ans), &n, &ttl, &e), 0);
+    CHECK_EQ_INT(n, 2);
+    CHECK_EQ_INT(ttl, 3000);
+    free(ans);
+    const char *nottl = "{\"extended\": 0}";
+    CHECK_EQ_INT(donto_proto_parse_extend_response(nottl, strlen(nottl), &n, &ttl, &e), 0);
+    CHECK(n == 0 && ttl == 0, "%lld %lld", (long long)n, (long long)ttl);
+    static const char *bad[] = {"", "x", "{}", "{\"extended\":1.5}", "{\"extended\":-2}", "[]",
+                                "{\"extended\":1,\"lease_ttl_ms\":\"x\"}", "{\"released\":1}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ_INT(donto_proto_parse_extend_response(bad[i], strlen(bad[i]), &n, &ttl, &e), -1);
+        CHECK(e.msg[0] && strstr(e.msg, "extend answer"), "%s: %s", bad[i], e.msg);
+        CHECK(n == 0 && ttl == 0, "%s: outputs set", bad[i]);
+    }
+}
+
+static void test_error_answer(void) {
+    char code[16], msg[64];
+    char *a = donto_proto_error_response("suspended", "this token is suspended: item c1 failed (cosine 0.5)");
+    CHECK_EQ_INT(donto_proto_parse_error_response(a, strlen(a), code, sizeof code, msg, sizeof msg), 0);
+    CHECK(!strcmp(code, "suspended"), "%s", code);
+    CHECK(!strcmp(msg, "this token is suspended: item c1 failed (cosine 0.5)"), "%s", msg);
+    free(a);
+    /* cut to the buffer, never inside a UTF-8 sequence */
+    a = donto_proto_error_response("rate_limited", "caf\xc3\xa9\xc3\xa9");
+    char small[6];
+    CHECK_EQ_INT(donto_proto_parse_error_response(a, strlen(a), code, 5, small, sizeof small), 0);
+    CHECK(!strcmp(code, "rate"), "%s", code);
+    CHECK(!strcmp(small, "caf\xc3\xa9"), "%s", small);
+    CHECK_EQ_INT(donto_proto_parse_error_response(a, strlen(a), code, 5, small, 5), 0);
+    CHECK(!strcmp(small, "caf"), "%s", small);
+    CHECK_EQ_INT(donto_proto_parse_error_response(a, strlen(a), NULL, 0, NULL, 0), 0);
+    free(a);
+    /* a message is optional; anything else is not an error answer */
+    const char *nomsg = "{\"error\": \"not_found\"}";
+    CHECK_EQ_INT(donto_proto_parse_error_response(nomsg, strlen(nomsg), code, sizeof code, msg, sizeof msg), 0);
+    CHECK(!strcmp(code, "not_found") && msg[0] == 0, "%s / %s", code, msg);
+    static const char *bad[] = {"", "<html>", "{}", "[\"error\"]", "{\"error\": 403}", "{\"detail\": \"Not Found\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        strcpy(code, "x"), strcpy(msg, "y");
+        CHECK_EQ_INT(donto_proto_parse_error_response(bad[i], strlen(bad[i]), code, sizeof code, msg, sizeof msg), -1);
+        CHECK(code[0] == 0 && msg[0] == 0, "%s: buffers not cleared", bad[i]);
+    }
+    CHECK_EQ_INT(donto_proto_parse_error_response(NULL, 0, code, sizeof code, msg, sizeof msg), -1);
+}
+
 int main(void) {
     test_build_lease();
     test_lease_round_trip();
@@ -405,5 +493,8 @@ int main(void) {
     test_build_report();
     test_submit_response();
     test_release_response();
+    test_lease_ttl();
+    test_extend();
+    test_error_answer();
     return check_report("test_protocol_client");
 }

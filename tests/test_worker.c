@@ -17,6 +17,16 @@
  *  (e) --max-items stops after exactly that many items.
  *  (d) a legacy coordinator: 400 to vector_b64 -> JSON numbers; answers that
  *      are not JSON or not a batch are errors (backoff, one report), no crash.
+ *  (h) 429 waits Retry-After (and is not reported); a coordinator without
+ *      /extend (404) switches heartbeats off; 403 suspended stops the worker
+ *      (exit 1) with the coordinator's reason.
+ *  (f) batches that take 2.5 lease TTLs to embed (long texts, one thread,
+ *      the batch sized from the speed measured here): the worker's
+ *      heartbeats (POST /extend) keep its leases, every item is embedded
+ *      once, nothing comes back lease_expired (issue 15's livelock).
+ *  (g) two workers that never extend, each batch 1.5 TTLs, competing for
+ *      fewer items than a batch: the coordinator's halved batches end the
+ *      livelock, both finish in bounded time.
  *
  * `test_worker [pg] fabric MODEL_DIR CORPUS.jsonl` runs (a) alone at full
  * size: every text of the corpus (corpus/fabric.jsonl: 24,000 claims) with
@@ -30,6 +40,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <libpq-fe.h>
+#include <curl/curl.h>
 #include <math.h>
 #include <signal.h>
 #include <spawn.h>
@@ -48,6 +59,7 @@
 #include "donto/encoder.h"
 #include "donto/store.h"
 #include "donto/util.h"
+#include "donto/wire.h"
 #include "tinybert.h"
 
 extern char **environ;
@@ -55,7 +67,22 @@ extern char **environ;
 #define MODEL "sentence-transformers/all-MiniLM-L6-v2"
 #define OTHER_MODEL "BAAI/bge-base-en-v1.5"
 #define DIMS 384
-#define TTL_S 3
+/* Lease TTLs, each for a reason:
+ *   PIPELINE_TTL_S (a): only the SIGKILLed worker's items wait for it (then
+ *     w-afin takes them); live workers extend their leases at a third of it,
+ *     so it bounds how long an extend may take to get through (2/3 of it),
+ *     not how long a batch may take. It was 3 s, which a busy machine's
+ *     batches outlived when nothing extended them (issue 15: fabric_e2e's
+ *     "w-a1 exits -1", a stream of lease_expired). fabric_e2e: 20 s (13 s
+ *     for an extend on a machine busy with 3 real-model workers; at most
+ *     20 s of waiting after the kill, against minutes of embedding); the
+ *     tiny model's run: 8 s (5 s for an extend; 8 s of waiting).
+ *   SLOW_TTL_S (f), (g): short on purpose, the batches are sized to outlive
+ *     it; 3 s leaves an extend (sent after 1 s) 2 s to arrive.
+ *   900 (b, c, e): a lease that never expires during the case (b shows
+ *     that only /release can explain an empty queue). */
+#define PIPELINE_TTL_S (g_texts ? 20 : 8)
+#define SLOW_TTL_S 3
 
 static char g_exe[1024], g_dir[256], g_db[1200], g_log[1300], g_model[512], g_tokfile[1300];
 static char g_tok[80], g_url[128];
@@ -173,7 +200,28 @@ static const char *text_of(int i, char *b, size_t cap) {
     return b;
 }
 
+typedef const char *(*text_fn)(int i, char *b, size_t cap);
+
+static void enqueue_texts(int target, const char *prefix, int n, const char *model, text_fn fn);
+
+/* A text as long as the tiny model reads (maxpos 128): the slow case's
+ * batches take long because each text is. */
+#define LONG_TEXT_MAX 1024
+static const char *long_text(int i, char *b, size_t cap) {
+    unsigned s = (unsigned)i * 2246822519u + 3;
+    size_t len = (size_t)snprintf(b, cap, "item %d:", i);
+    for (int w = 0; w < 150 && len + 16 < cap; w++) {
+        s = s * 1103515245u + 12345u;
+        len += (size_t)snprintf(b + len, cap - len, " %s", tiny_words[5 + (s >> 16) % (TINY_NWORDS - 5)]);
+    }
+    return b;
+}
+
 static void enqueue(int target, const char *prefix, int n, const char *model) {
+    enqueue_texts(target, prefix, n, model, text_of);
+}
+
+static void enqueue_texts(int target, const char *prefix, int n, const char *model, text_fn fn) {
     donto_store *s = NULL;
     donto_err e = {0};
     if (donto_store_open(g_db, &s, &e)) {
@@ -182,10 +230,10 @@ static void enqueue(int target, const char *prefix, int n, const char *model) {
     }
     donto_enqueue_item *it = calloc((size_t)n, sizeof *it);
     char (*ids)[32] = calloc((size_t)n, sizeof *ids);
-    char (*txt)[256] = calloc((size_t)n, sizeof *txt);
+    char (*txt)[LONG_TEXT_MAX] = calloc((size_t)n, sizeof *txt);
     for (int i = 0; i < n; i++) {
         snprintf(ids[i], sizeof ids[i], "%s-%05d", prefix, i);
-        it[i] = (donto_enqueue_item){(donto_target)target, ids[i], text_of(i, txt[i], sizeof txt[i]), model};
+        it[i] = (donto_enqueue_item){(donto_target)target, ids[i], fn(i, txt[i], sizeof txt[i]), model};
     }
     /* Big batches in one call would hold SQLite's writer lock for long; the
      * store takes any n, but enqueue in slices like a loader would. */
@@ -375,20 +423,22 @@ static void case_pipeline(void) {
     CHECK(wait_exit(g_serve, 30) == 0, "serve exits 0 after SIGTERM");
     int64_t at_restart = store_embedded(DONTO_TARGET_CLAIM);
     msleep(500); /* an outage: workers back off and retry */
-    CHECK(serve_start(TTL_S) == 0, "restart serve");
+    CHECK(serve_start(PIPELINE_TTL_S) == 0, "restart serve");
     for (int i = 1; i < 3; i++) {
         int e = wait_exit(p[i], slack);
         CHECK(e == 0, "%s exits %d", ids[i], e);
         if (e) dump_worker_log(ids[i]);
     }
-    /* What the dead worker held comes back after the TTL. */
-    double wait_s = killed + TTL_S + 0.5 - donto_now();
-    if (wait_s > 0) msleep((long)(wait_s * 1000));
+    /* What the dead worker held comes back after the TTL (its last extend
+     * was before the kill): wait until nothing is leased, within a bound. */
+    donto_target_stats st;
+    double lim = killed + PIPELINE_TTL_S + slack;
+    while (donto_now() < lim && (store_stats(DONTO_TARGET_CLAIM, &st) || st.leased > 0)) msleep(100);
+    fprintf(stderr, "-- (a) nothing leased %.1f s after the kill (TTL %d s)\n", donto_now() - killed, PIPELINE_TTL_S);
     pid_t fin = worker("w-afin", 64, "claim", 0, "--exit-when-idle");
     int e = wait_exit(fin, slack);
     CHECK(e == 0, "w-afin exits %d", e);
     if (e) dump_worker_log("w-afin");
-    donto_target_stats st;
     CHECK(store_stats(DONTO_TARGET_CLAIM, &st) == 0, "stats");
     CHECK(st.embedded == N && st.pending == 0 && st.leased == 0, "embedded %lld pending %lld leased %lld, want %d/0/0",
           (long long)st.embedded, (long long)st.pending, (long long)st.leased, N);
@@ -578,6 +628,144 @@ static void case_legacy(void) {
     if (e || check_failures) dump_worker_log("w-d");
 }
 
+/* ---- (h) 429 Retry-After, /extend missing (404), 403 suspended ----------- */
+
+/* One request per connection, like legacy_server. Mode 0: the first lease
+ * is 429 with Retry-After: 1, the second a batch of 3 with lease_ttl_ms 600
+ * (a heartbeat due after 200 ms), then nothing; a submit is answered after
+ * 1 s (so the batch is still held when its heartbeat is due), an extend 404
+ * (a coordinator without /extend). Mode 1: every lease is 403 suspended.
+ * Writes "leases gap_ms extends reports" to statf after each request. */
+static void standin_server(int ls, int mode, const char *statf) {
+    int leases = 0, extends = 0, reports = 0;
+    double first = 0, gap = 0;
+    for (;;) {
+        int c = accept(ls, NULL, NULL);
+        if (c < 0) continue;
+        static char req[1 << 20];
+        size_t have = 0;
+        char *hdr_end = NULL;
+        long clen = -1;
+        for (;;) {
+            ssize_t n = read(c, req + have, sizeof req - 1 - have);
+            if (n <= 0) break;
+            have += (size_t)n;
+            req[have] = 0;
+            if (!hdr_end && (hdr_end = strstr(req, "\r\n\r\n"))) {
+                char *cl = strcasestr(req, "content-length:");
+                clen = cl ? atol(cl + 15) : 0;
+            }
+            if (hdr_end && (long)(have - (size_t)(hdr_end + 4 - req)) >= clen) break;
+        }
+        int st = 200;
+        const char *ans = "{}", *extra = "";
+        char big[512];
+        if (!strncmp(req, "POST /embed/lease ", 18)) {
+            leases++;
+            if (leases == 1) first = donto_now();
+            if (leases == 2) gap = donto_now() - first;
+            if (mode == 1) {
+                st = 403;
+                ans = "{\"error\": \"suspended\", \"message\": \"this token is suspended: item c-7 of worker-test/w-h "
+                      "failed verification (cosine 0.1234 < 0.996); ask the operator to review it\"}";
+            } else if (leases == 1) {
+                st = 429;
+                extra = "Retry-After: 1\r\n";
+                ans = "{\"error\": \"rate_limited\", \"message\": \"this token leases too often (rate)\"}";
+            } else if (leases == 2) {
+                snprintf(big, sizeof big,
+                         "{\"batch\": [{\"target\": \"memory_chunk\", \"item_id\": \"h1\", \"model\": \"%s\", \"text\": \"the dog\", \"lease_id\": 1},"
+                         "{\"target\": \"memory_chunk\", \"item_id\": \"h2\", \"model\": \"%s\", \"text\": \"a cat\", \"lease_id\": 2},"
+                         "{\"target\": \"memory_chunk\", \"item_id\": \"h3\", \"model\": \"%s\", \"text\": \"hello\", \"lease_id\": 3}],"
+                         " \"lease_ttl_ms\": 600}",
+                         MODEL, MODEL, MODEL);
+                ans = big;
+            } else {
+                ans = "{\"batch\": [], \"lease_ttl_ms\": 600}";
+            }
+        } else if (!strncmp(req, "POST /embed/submit ", 19)) {
+            msleep(1000);
+            ans = "{\"upserted\": 3}";
+        } else if (!strncmp(req, "POST /embed/extend ", 19)) {
+            extends++;
+            st = 404;
+            ans = "{\"error\": \"not_found\", \"message\": \"no such route\"}";
+        } else if (!strncmp(req, "POST /embed/report ", 19)) {
+            reports++;
+            ans = "{\"ok\": true}";
+        } else if (!strncmp(req, "POST /embed/release ", 20)) {
+            ans = "{\"released\": 0}";
+        } else {
+            st = 404;
+        }
+        char head[256];
+        int hl = snprintf(head, sizeof head,
+                          "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s"
+                          "Connection: close\r\n\r\n", st, strlen(ans), extra);
+        if (write(c, head, (size_t)hl) < 0 || write(c, ans, strlen(ans)) < 0) { /* the client went away */ }
+        close(c);
+        FILE *f = fopen(statf, "w");
+        if (f) fprintf(f, "%d %d %d %d\n", leases, (int)(gap * 1000), extends, reports), fclose(f);
+    }
+}
+
+/* Run a worker against standin_server(mode); its exit status, the stats. */
+static int against_standin(int mode, const char *id, int stats[4]) {
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 16) ||
+        getsockname(ls, (struct sockaddr *)&a, &al)) {
+        CHECK(0, "stand-in: socket");
+        return -2;
+    }
+    char statf[1400];
+    snprintf(statf, sizeof statf, "%s/%s.stat", g_dir, id);
+    fflush(NULL);
+    pid_t srv = fork();
+    if (srv == 0) {
+        standin_server(ls, mode, statf);
+        _exit(0);
+    }
+    close(ls);
+    char saved[128];
+    snprintf(saved, sizeof saved, "%s", g_url);
+    snprintf(g_url, sizeof g_url, "http://127.0.0.1:%d/embed", ntohs(a.sin_port));
+    pid_t w = worker(id, 8, "memory_chunk", 0, "--exit-when-idle");
+    int e = wait_exit(w, 60);
+    snprintf(g_url, sizeof g_url, "%s", saved);
+    kill(srv, SIGKILL);
+    waitpid(srv, NULL, 0);
+    FILE *f = fopen(statf, "r");
+    CHECK(f && fscanf(f, "%d %d %d %d", &stats[0], &stats[1], &stats[2], &stats[3]) == 4, "stand-in stats");
+    if (f) fclose(f);
+    return e;
+}
+
+static void case_refusals(void) {
+    int s[4] = {0};
+    int e = against_standin(0, "w-h", s);
+    CHECK(e == 0, "w-h exits %d (429, then a batch, /extend 404)", e);
+    CHECK(s[0] == 3, "w-h: %d leases, want 3 (429, a batch, empty)", s[0]);
+    CHECK(s[1] >= 900, "w-h came back %d ms after a 429 with Retry-After: 1", s[1]);
+    CHECK(s[2] == 1, "w-h: %d extends, want 1 (none after the 404)", s[2]);
+    CHECK(s[3] == 0, "w-h sent %d reports (a 429 is no error to report)", s[3]);
+    char logp[1400];
+    snprintf(logp, sizeof logp, "%s/w-h.log", g_dir);
+    char *log = slurp(logp);
+    CHECK(log && strstr(log, "no /extend"), "w-h does not say heartbeats are off");
+    if (check_failures) dump_worker_log("w-h");
+    int fails = check_failures;
+    e = against_standin(1, "w-h2", s);
+    CHECK(e == 1, "w-h2 exits %d after 403 suspended, want 1", e);
+    CHECK(s[0] == 1, "w-h2 leased %d times after 403 suspended, want 1 (fatal, not retried)", s[0]);
+    snprintf(logp, sizeof logp, "%s/w-h2.log", g_dir);
+    log = slurp(logp);
+    CHECK(log && strstr(log, "donto-embed work: the coordinator suspended this token") && strstr(log, "cosine 0.1234"),
+          "w-h2's fatal message does not name the suspension and its reason");
+    if (check_failures > fails) dump_worker_log("w-h2");
+}
+
 /* ---- --max-items ---------------------------------------------------------- */
 
 static void case_max_items(void) {
@@ -614,6 +802,266 @@ static void case_config(void) {
     CHECK(run(help, NULL) == 0, "--help");
     char *dims[] = {g_exe, "work", "--url", g_url, "--model", g_model, "--model-name", "BAAI/bge-base-en-v1.5", NULL};
     CHECK(run(dims, NULL) == 1, "a model of another dimension refused");
+}
+
+/* ---- (f) a batch that outlives its lease: heartbeats --------------------- */
+
+/* The whole of a file (malloc'd; the worker logs can pass slurp's 64 KiB). */
+static char *read_all(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    size_t got;
+    while (b && (got = fread(b + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n < 2) {
+            char *q = realloc(b, cap * 2);
+            if (!q) break;
+            b = q, cap *= 2;
+        }
+    }
+    fclose(f);
+    if (b) b[n] = 0;
+    return b;
+}
+
+/* A counter of the worker's last periodic line ("embedded 12, submitted
+ * 12, rejected 0, ..."), -1 when absent. */
+static long long last_count(const char *log, const char *key) {
+    const char *p = NULL;
+    for (const char *q = log; q && (q = strstr(q, key)); q++) p = q;
+    return p ? atoll(p + strlen(key)) : -1;
+}
+
+/* Seconds the tiny model takes per long text on one thread, here and now. */
+static double seconds_per_long_text(void) {
+    donto_encoder_opts eo;
+    donto_encoder_default_opts(&eo);
+    eo.threads = 1;
+    donto_encoder *enc = NULL;
+    donto_err e = {0};
+    if (donto_encoder_open(g_model, &eo, &enc, &e)) {
+        CHECK(0, "open the tiny model: %s", e.msg);
+        return 0.01;
+    }
+    enum { K = 24 };
+    static char txt[K][LONG_TEXT_MAX];
+    const char *t[K];
+    for (int i = 0; i < K; i++) t[i] = long_text(i, txt[i], sizeof txt[i]);
+    float *v = malloc((size_t)K * DIMS * sizeof *v);
+    double best = 1e9;
+    for (int round = 0; round < 3; round++) { /* the fastest of three: a busy moment only makes batches longer */
+        double t0 = donto_now();
+        CHECK(donto_encoder_encode(enc, t, NULL, K, v, NULL, &e) == 0, "encode: %s", e.msg);
+        double dt = (donto_now() - t0) / K;
+        if (dt < best) best = dt;
+    }
+    free(v);
+    donto_encoder_close(enc);
+    return best;
+}
+
+/* The issue 15 livelock, and the worker's cure: each batch takes about
+ * 2.5 lease TTLs to embed (sized from the model's speed measured here, so
+ * a slow machine gets smaller batches that take as long), and one is leased
+ * ahead. Without heartbeats both expire: the worker's own next lease takes
+ * them back, its submits are rejected lease_expired and the items are
+ * embedded again. With them (POST /extend at a third of the TTL) every
+ * item is embedded once and nothing is rejected. */
+static void case_slow_batch(void) {
+    double per = seconds_per_long_text();
+    int n = (int)ceil(2.5 * SLOW_TTL_S / per);
+    if (n < 4) n = 4;
+    if (n > 1024) n = 1024;
+    const int N = 2 * n; /* one batch in the engine, one leased ahead */
+    fprintf(stderr, "-- (f) %.1f ms per long text: %d items per lease (%.1f s a batch, TTL %d s), %d items\n",
+            per * 1000, n, n * per, SLOW_TTL_S, N);
+    int64_t before = store_embedded(DONTO_TARGET_CLAIM);
+    enqueue_texts(DONTO_TARGET_CLAIM, "s", N, g_model_name, long_text);
+    pid_t w = worker("w-slow", n, "claim", 1, "--exit-when-idle");
+    /* Bounded: the batches take 2 x 2.5 TTLs at the measured speed; a
+     * machine 10 times slower still finishes well inside this. */
+    double limit = 60 + 20 * N * per;
+    int e = wait_exit(w, limit);
+    CHECK(e == 0, "w-slow exits %d (limit %.0f s)", e, limit);
+    donto_target_stats st;
+    CHECK(store_stats(DONTO_TARGET_CLAIM, &st) == 0, "stats");
+    CHECK(st.embedded - before == N && st.pending == 0 && st.leased == 0,
+          "slow batches: embedded %lld of %d, pending %lld, leased %lld", (long long)(st.embedded - before), N,
+          (long long)st.pending, (long long)st.leased);
+    CHECK(contributor_sum("w-slow") == N, "w-slow's total %lld, want %d", (long long)contributor_sum("w-slow"), N);
+    char logp[1400];
+    snprintf(logp, sizeof logp, "%s/w-slow.log", g_dir);
+    char *log = read_all(logp);
+    long long embedded = log ? last_count(log, "embedded ") : -1, rejected = log ? last_count(log, "rejected ") : -1;
+    CHECK(embedded == N, "w-slow embedded %lld items for %d (an item embedded twice: its lease ran out)", embedded, N);
+    CHECK(rejected == 0, "w-slow had %lld items rejected (lease_expired: the livelock)", rejected);
+    CHECK(log && strstr(log, "heartbeat: extended"), "w-slow sent no heartbeat: the case proves nothing");
+    CHECK(log && !strstr(log, "lease_expired"), "w-slow saw lease_expired");
+    if (check_failures) dump_worker_log("w-slow");
+    free(log);
+}
+
+/* ---- (g) clients that never extend: the coordinator's smaller batches ---- */
+
+typedef struct {
+    CURL *c;
+    struct curl_slist *h;
+    char *buf;
+    size_t len;
+} lclient;
+
+static size_t lc_data(char *d, size_t sz, size_t nm, void *u) {
+    lclient *l = u;
+    char *q = realloc(l->buf, l->len + sz * nm + 1);
+    if (!q) return 0;
+    memcpy(q + l->len, d, sz * nm);
+    l->buf = q;
+    l->len += sz * nm;
+    l->buf[l->len] = 0;
+    return sz * nm;
+}
+
+static long lc_post(lclient *l, const char *route, const char *body) {
+    char url[256];
+    snprintf(url, sizeof url, "%s%s", g_url, route);
+    free(l->buf);
+    l->buf = NULL;
+    l->len = 0;
+    curl_easy_setopt(l->c, CURLOPT_URL, url);
+    curl_easy_setopt(l->c, CURLOPT_HTTPHEADER, l->h);
+    curl_easy_setopt(l->c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(l->c, CURLOPT_WRITEFUNCTION, lc_data);
+    curl_easy_setopt(l->c, CURLOPT_WRITEDATA, l);
+    curl_easy_setopt(l->c, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(l->c, CURLOPT_NOPROXY, "*");
+    long st = 0;
+    if (curl_easy_perform(l->c) == CURLE_OK) curl_easy_getinfo(l->c, CURLINFO_RESPONSE_CODE, &st);
+    return st;
+}
+
+/* A worker that never extends (like the legacy Python one, but sending
+ * lease_ids): lease up to n, "embed" for per_item seconds an item (a sleep:
+ * the time a batch takes grows with its size, as an engine's does), submit
+ * a unit vector for each with its lease_id. Exits 0 after the queue has been
+ * empty for idle_s, 3 at the deadline. Writes "batches min_k max_k
+ * first_k_after_expiry upserted expired" to statf. */
+static int never_extends(const char *id, int n, double per_item, double idle_s, double deadline_s,
+                         const char *statf) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    lclient l = {curl_easy_init(), NULL, NULL, 0};
+    char auth[128];
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", g_tok);
+    l.h = curl_slist_append(curl_slist_append(NULL, "Content-Type: application/json"), auth);
+    static float unitv[DIMS] = {1.0f};
+    double end = donto_now() + deadline_s, idle_since = 0;
+    long long batches = 0, min_k = 0, max_k = 0, after = 0, upserted = 0, expired = 0;
+    int rc = 3;
+    while (donto_now() < end) {
+        char *body = NULL;
+        donto_err e = {0};
+        donto_lease_resp r = {0};
+        if (donto_proto_build_lease(id, n, DONTO_TARGET_CLAIM, &body, &e)) break;
+        long st = lc_post(&l, "/lease", body);
+        free(body);
+        if (st != 200 || donto_proto_parse_lease_response(l.buf, l.len, &r, &e)) {
+            msleep(200);
+            continue;
+        }
+        if (r.n == 0) {
+            donto_lease_resp_free(&r);
+            if (!idle_since) idle_since = donto_now();
+            if (donto_now() - idle_since > idle_s) {
+                rc = 0;
+                break;
+            }
+            msleep(200);
+            continue;
+        }
+        idle_since = 0;
+        batches++;
+        long long k = (long long)r.n;
+        if (!min_k || k < min_k) min_k = k;
+        if (k > max_k) max_k = k;
+        if (expired && !after) after = k;
+        msleep((long)(per_item * 1000 * (double)r.n)); /* the engine */
+        donto_client_item *ci = calloc(r.n, sizeof *ci);
+        for (size_t i = 0; i < r.n; i++)
+            ci[i] = (donto_client_item){r.items[i].target, r.items[i].item_id, r.items[i].lease_id, r.items[i].model,
+                                        unitv};
+        if (donto_proto_build_submit(id, ci, r.n, DIMS, 0, &body, &e) == 0) {
+            donto_submit_resp sr;
+            if (lc_post(&l, "/submit", body) == 200 && donto_proto_parse_submit_response(l.buf, l.len, &sr, &e) == 0) {
+                upserted += sr.upserted;
+                for (size_t i = 0; i < sr.n_rejected; i++)
+                    expired += sr.rejected[i].reason && !strcmp(sr.rejected[i].reason, "lease_expired");
+                donto_submit_resp_free(&sr);
+            }
+            free(body);
+        }
+        free(ci);
+        donto_lease_resp_free(&r);
+    }
+    FILE *f = fopen(statf, "w");
+    if (f) fprintf(f, "%lld %lld %lld %lld %lld %lld\n", batches, min_k, max_k, after, upserted, expired), fclose(f);
+    free(l.buf);
+    curl_slist_free_all(l.h);
+    curl_easy_cleanup(l.c);
+    curl_global_cleanup();
+    return rc;
+}
+
+/* Two workers that never extend compete for fewer items than one batch
+ * while each batch takes 1.5 lease TTLs: without smaller batches each one's
+ * items are taken by the other while it embeds them, and every submit is
+ * rejected lease_expired, round after round. The coordinator leases a worker
+ * whose items came back lease_expired half its last batch: both finish. */
+static void case_never_extends(void) {
+    const int n = 32, M = 48;
+    const double per_item = 1.5 * SLOW_TTL_S / n;
+    int64_t before = store_embedded(DONTO_TARGET_CLAIM);
+    enqueue(DONTO_TARGET_CLAIM, "l", M, g_model_name);
+    const char *ids[2] = {"w-legacy-a", "w-legacy-b"};
+    char statf[2][1400];
+    pid_t p[2];
+    double t0 = donto_now();
+    for (int i = 0; i < 2; i++) {
+        snprintf(statf[i], sizeof statf[i], "%s/%s.stat", g_dir, ids[i]);
+        fflush(NULL);
+        p[i] = fork();
+        if (p[i] == 0) _exit(never_extends(ids[i], n, per_item, 3.0 * SLOW_TTL_S, 170, statf[i]));
+        msleep(300); /* a takes the first batch, b the rest */
+    }
+    /* Bounded: at the coordinator's halved size a batch takes 0.75 TTL; a
+     * few rounds of a few TTLs each, with a wide margin for a slow machine. */
+    int done = wait_progress(DONTO_TARGET_CLAIM, before + M, 150) == 0;
+    double took = donto_now() - t0;
+    CHECK(done, "clients that never extend: %lld of %d embedded after %.0f s (livelock)",
+          (long long)(store_embedded(DONTO_TARGET_CLAIM) - before), M, took);
+    long long up = 0, exp_total = 0;
+    int halved = 0;
+    for (int i = 0; i < 2; i++) {
+        int e = wait_exit(p[i], 60);
+        CHECK(e == 0, "%s exits %d", ids[i], e);
+        long long b = 0, mn = 0, mx = 0, after = 0, u = 0, x = 0;
+        FILE *f = fopen(statf[i], "r");
+        CHECK(f && fscanf(f, "%lld %lld %lld %lld %lld %lld", &b, &mn, &mx, &after, &u, &x) == 6, "%s stats", ids[i]);
+        if (f) fclose(f);
+        fprintf(stderr, "-- (g) %s: %lld batches of %lld..%lld items, %lld upserted, %lld lease_expired, first batch "
+                        "after one: %lld\n", ids[i], b, mn, mx, u, x, after);
+        /* The first lease after a rejection (if it leased again) is halved. */
+        if (after) CHECK(after <= n / 2, "%s: leased %lld items after lease_expired, want at most %d", ids[i], after, n / 2);
+        halved += after > 0;
+        up += u, exp_total += x;
+    }
+    CHECK(up == M, "upserted %lld in all, want %d", up, M);
+    CHECK(exp_total > 0 && halved > 0, "no batch outlived its lease (%lld lease_expired, %d halved): the case proves "
+                                       "nothing", exp_total, halved);
+    donto_target_stats st;
+    CHECK(store_stats(DONTO_TARGET_CLAIM, &st) == 0 && st.pending == 0 && st.leased == 0, "claims left over");
+    fprintf(stderr, "-- (g) two workers that never extend: %d items in %.0f s, %lld lease_expired on the way\n", M,
+            took, exp_total);
 }
 
 /* Fabric mode: the "text" of every line of a JSONL corpus. */
@@ -707,15 +1155,16 @@ int main(int argc, char **argv) {
     if (f) fprintf(f, "%s\n", g_tok), fclose(f);
     setenv("DONTO_EMBED_TOKEN", g_tok, 1);
     if (fabric) {
-        if (check_failures == 0 && serve_start(TTL_S) == 0) {
+        if (check_failures == 0 && serve_start(PIPELINE_TTL_S) == 0) {
             case_pipeline();
             serve_stop();
         } else {
             CHECK(0, "could not start serve");
         }
-    } else if (check_failures == 0 && serve_start(TTL_S) == 0) {
+    } else if (check_failures == 0 && serve_start(PIPELINE_TTL_S) == 0) {
         case_config();
         case_legacy();
+        case_refusals();
         case_pipeline();
         serve_stop();
         if (serve_start(900) == 0) {
@@ -725,6 +1174,13 @@ int main(int argc, char **argv) {
             serve_stop();
         } else {
             CHECK(0, "restart serve with a long TTL");
+        }
+        if (serve_start(SLOW_TTL_S) == 0) {
+            case_slow_batch();
+            case_never_extends();
+            serve_stop();
+        } else {
+            CHECK(0, "restart serve with a short TTL");
         }
     } else {
         CHECK(0, "could not start serve; log:\n%s", slurp(g_log) ? slurp(g_log) : "");

@@ -23,7 +23,8 @@ fail() { echo "FAIL: $*" >&2; [ -f "$tmp/serve.log" ] && tail -n 20 "$tmp/serve.
 "$bin" migrate --db "$db" 2>/dev/null
 "$bin" wordnet --db "$db" --limit 1500
 "$bin" enqueue --db "$db" --target claim --model-dir "$model"
-tok=$("$bin" token add wn-test --db "$db" 2>/dev/null)
+# A reader: it works (lease, submit) and reads GET /recall (docs/trust.md, Roles).
+tok=$("$bin" token add wn-test --role reader --db "$db" 2>/dev/null)
 "$bin" serve --db "$db" --listen 127.0.0.1:0 --model "$model" 2>"$tmp/serve.log" &
 spid=$!
 port=

@@ -2,8 +2,10 @@
 # real `donto-embed serve` with a tiny generated model: 3 workers, one
 # SIGKILLed, the coordinator restarted, exactly-once and vector parity with
 # `donto-embed embed`; SIGINT releases at once; other models' items are
-# refused. On SQLite (test_worker, from test_*.c) and on a throwaway
-# PostgreSQL (worker_pg). Bounded (every wait has a deadline).
+# refused; batches that outlive their lease kept by heartbeats, and workers
+# that never extend rescued by the coordinator's smaller batches. On SQLite
+# (test_worker, from test_*.c) and on a throwaway PostgreSQL (worker_pg).
+# Bounded (every wait has a deadline).
 set_tests_properties(test_worker PROPERTIES TIMEOUT 300 LABELS worker)
 add_test(NAME worker_pg
          COMMAND ${PROJECT_SOURCE_DIR}/scripts/pg-test-server $<TARGET_FILE:test_worker> pg)

@@ -181,10 +181,12 @@ typedef struct donto_lease_item {
 
 typedef struct donto_lease_resp {
     donto_lease_item *items;
-    size_t n; /* 0: nothing is ready */
+    size_t n;       /* 0: nothing is ready */
+    int64_t ttl_ms; /* "lease_ttl_ms": how long the lease runs; 0 when absent (legacy: no /extend) */
 } donto_lease_resp;
 
-/* {"batch": [{"target","item_id","text","model"?,"lease_id"?}, ...]}. */
+/* {"batch": [{"target","item_id","text","model"?,"lease_id"?}, ...],
+ *  "lease_ttl_ms"?: n} (a non-negative integer when present). */
 int donto_proto_parse_lease_response(const char *body, size_t len, donto_lease_resp *out, donto_err *err);
 void donto_lease_item_clear(donto_lease_item *it); /* frees its strings, zeroes it */
 void donto_lease_resp_free(donto_lease_resp *r);
@@ -208,6 +210,10 @@ int donto_proto_build_submit(const char *worker_id, const donto_client_item *ite
 /* Release request {"worker_id","items":[{"target","item_id","lease_id"?}]}. */
 int donto_proto_build_release(const char *worker_id, const donto_client_item *items, size_t n, char **out,
                               donto_err *err);
+/* Extend request (POST /extend, the heartbeat of a worker whose batch takes
+ * long): the body of a release. */
+int donto_proto_build_extend(const char *worker_id, const donto_client_item *items, size_t n, char **out,
+                             donto_err *err);
 /* Report request {"worker_id","kind","message"}. */
 int donto_proto_build_report(const char *worker_id, const char *kind, const char *message, char **out,
                              donto_err *err);
@@ -231,6 +237,17 @@ void donto_submit_resp_free(donto_submit_resp *r);
 
 /* {"released": n}. */
 int donto_proto_parse_release_response(const char *body, size_t len, int64_t *released, donto_err *err);
+
+/* {"extended": n, "lease_ttl_ms"?: ttl}; *ttl_ms is 0 when absent. */
+int donto_proto_parse_extend_response(const char *body, size_t len, int64_t *extended, int64_t *ttl_ms,
+                                      donto_err *err);
+
+/* An error answer {"error": code, "message"?: text} (docs/protocol.md):
+ * returns 0 with code and message copied (cut to their buffers, never in
+ * the middle of a UTF-8 sequence; message "" when absent), or -1 when the
+ * body is not one (code and message then ""). Either buffer may be NULL. */
+int donto_proto_parse_error_response(const char *body, size_t len, char *code, size_t code_cap, char *message,
+                                     size_t message_cap);
 
 #ifdef __cplusplus
 }

@@ -2,8 +2,10 @@
  * `donto-embed recall`: semantic search over the vectors in the database
  * (what workers submitted), exact for small collections and through the
  * ANN index beside the database for large ones (include/donto/recall.h).
+ * --verified-only reads only vectors the coordinator verified
+ * (docs/trust.md), through its own index files.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* asprintf */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +25,7 @@ int donto_recall_cmd(int argc, char **argv) {
     const char *db = DONTO_STORE_DEFAULT_URL, *model_dir = DONTO_FETCH_DEFAULT_DIR;
     const char *model_name = NULL, *index = NULL;
     int64_t k = 10, ann_min = 0;
-    int json = 0, exact = 0, threads = 0, target = DONTO_TARGET_CLAIM;
+    int json = 0, exact = 0, threads = 0, target = DONTO_TARGET_CLAIM, verified_only = 0;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL",
          .help = "SQLite file path, or postgres://... (default " DONTO_STORE_DEFAULT_URL ")"},
@@ -41,6 +43,10 @@ int donto_recall_cmd(int argc, char **argv) {
         {DONTO_OPT_STRING, "index", 0, &index, .metavar = "PREFIX",
          .help = "ANN files at PREFIX.<target>.faiss/.ids (default: the SQLite\n"
                  "file's path; PostgreSQL: in memory only)"},
+        {DONTO_OPT_FLAG, "verified-only", 0, &verified_only,
+         .help = "only vectors the coordinator verified (and those stored without\n"
+                 "a token, by the operator's own tools); the default index files\n"
+                 "are then PREFIX.verified.<target>.*"},
         {DONTO_OPT_FLAG, "json", 0, &json, .help = "one JSON object: {\"query\", \"target\", \"ann\", \"hits\": [...]}"},
         {DONTO_OPT_INT, "threads", 0, &threads, .min = 1, .max = 1024, .metavar = "N",
          .help = "encoder threads (default: all CPUs)"},
@@ -66,10 +72,25 @@ int donto_recall_cmd(int argc, char **argv) {
     size_t nh = 0;
     char *name = donto_recall_model_name(model_dir, model_name);
     char *prefix = index ? donto_xstrdup(index) : donto_recall_default_prefix(db);
+    if (verified_only && prefix && !index) {
+        /* An index of the verified vectors only, beside the one of all of
+         * them: sharing the files would rebuild one from scratch each time the
+         * other is used. */
+        char *v = NULL;
+        if (asprintf(&v, "%s.verified", prefix) < 0) v = NULL;
+        free(prefix);
+        prefix = v;
+        if (!prefix) {
+            fprintf(stderr, "donto-embed recall: out of memory\n");
+            free(name);
+            return 1;
+        }
+    }
     donto_encoder_opts eo;
     donto_encoder_default_opts(&eo);
     eo.threads = threads;
     if (donto_store_open(db, &s, &err) || donto_encoder_open(model_dir, &eo, &enc, &err)) goto fail;
+    if (verified_only) donto_store_set_verified_only(s, 1); /* every read of vectors through s */
     donto_recall_opts ro = {.model_name = name, .index_prefix = prefix, .ann_min = (size_t)ann_min, .exact = exact};
     if (donto_recall_open(enc, &ro, &r, &err)) goto fail;
     donto_recall_info info;
@@ -83,8 +104,8 @@ int donto_recall_cmd(int argc, char **argv) {
         puts(out);
         free(out);
     } else {
-        printf("query: %s  (%s, %zu vectors of %s, %s)\n", query, donto_target_name(target), info.collection, name,
-               info.ann ? "ANN index" : "exact");
+        printf("query: %s  (%s, %zu %svectors of %s, %s)\n", query, donto_target_name(target), info.collection,
+               verified_only ? "verified " : "", name, info.ann ? "ANN index" : "exact");
         if (!nh) printf("  (no stored vectors)\n");
         for (size_t i = 0; i < nh; i++)
             printf("  %.4f  %s\n", (double)hits[i].score, hits[i].text ? hits[i].text : hits[i].item_id);

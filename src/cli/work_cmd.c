@@ -92,6 +92,9 @@ int donto_work_cmd(int argc, char **argv) {
                                "\n",
                                opts,
                                "--device cuda / EMBED_CUDA=1 needs a build with -DDONTO_CUDA=ON (else refused, exit 2).\n"
+                               "Leases held are extended (POST /extend) at a third of their TTL; items that come back\n"
+                               "lease_expired halve the lease size (doubled back after batches in time). 429 waits\n"
+                               "Retry-After; a refused or suspended token (401/403) exits 1 with the reason.\n"
                                "SIGINT/SIGTERM: stop leasing, finish and submit, release the rest, exit 0; a second\n"
                                "signal exits at once.\n"};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);

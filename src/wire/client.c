@@ -181,6 +181,11 @@ int donto_proto_build_release(const char *worker_id, const donto_client_item *it
     return finish(&w, out, err);
 }
 
+int donto_proto_build_extend(const char *worker_id, const donto_client_item *items, size_t n, char **out,
+                             donto_err *err) {
+    return donto_proto_build_release(worker_id, items, n, out, err);
+}
+
 int donto_proto_build_report(const char *worker_id, const char *kind, const char *message, char **out,
                              donto_err *err) {
     *out = NULL;
@@ -304,6 +309,11 @@ int donto_proto_parse_lease_response(const char *body, size_t len, donto_lease_r
         donto_seterrc(err, DONTO_E_INVALID, "lease answer is not {\"batch\": [...]}");
         goto done;
     }
+    json_t *ttl = json_object_get(root, "lease_ttl_ms");
+    if (ttl && (!json_is_integer(ttl) || json_integer_value(ttl) < 0)) {
+        donto_seterrc(err, DONTO_E_INVALID, "lease answer: \"lease_ttl_ms\" is not a non-negative integer");
+        goto done;
+    }
     size_t n = json_array_size(arr);
     out->items = calloc(n ? n : 1, sizeof *out->items);
     if (!out->items) {
@@ -316,6 +326,7 @@ int donto_proto_parse_lease_response(const char *body, size_t len, donto_lease_r
     }
     rc = 0;
 done:
+    if (rc == 0 && ttl) out->ttl_ms = (int64_t)json_integer_value(ttl);
     json_decref(root);
     if (rc) donto_lease_resp_free(out); /* err is untouched by the free */
     return rc;
@@ -392,6 +403,55 @@ int donto_proto_parse_release_response(const char *body, size_t len, int64_t *re
         rc = donto_seterrc(err, DONTO_E_INVALID, "release answer has no \"released\" count");
     else
         *released = (int64_t)json_integer_value(r);
+    json_decref(root);
+    return rc;
+}
+
+int donto_proto_parse_extend_response(const char *body, size_t len, int64_t *extended, int64_t *ttl_ms,
+                                      donto_err *err) {
+    *extended = 0;
+    *ttl_ms = 0;
+    json_t *root = load_answer(body, len, "extend", err);
+    if (!root) return -1;
+    json_t *x = json_object_get(root, "extended"), *t = json_object_get(root, "lease_ttl_ms");
+    int rc = 0;
+    if (!json_is_integer(x) || json_integer_value(x) < 0)
+        rc = donto_seterrc(err, DONTO_E_INVALID, "extend answer has no \"extended\" count");
+    else if (t && (!json_is_integer(t) || json_integer_value(t) < 0))
+        rc = donto_seterrc(err, DONTO_E_INVALID, "extend answer: \"lease_ttl_ms\" is not a non-negative integer");
+    if (rc == 0) {
+        *extended = (int64_t)json_integer_value(x);
+        *ttl_ms = t ? (int64_t)json_integer_value(t) : 0;
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* Copy s (n bytes) into out (cap bytes), cut before a UTF-8 continuation
+ * byte when it does not fit. */
+static void copy_cut(char *out, size_t cap, const char *s, size_t n) {
+    if (!out || !cap) return;
+    if (n >= cap) {
+        n = cap - 1;
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+    }
+    memcpy(out, s, n);
+    out[n] = 0;
+}
+
+int donto_proto_parse_error_response(const char *body, size_t len, char *code, size_t code_cap, char *message,
+                                     size_t message_cap) {
+    copy_cut(code, code_cap, "", 0);
+    copy_cut(message, message_cap, "", 0);
+    if (!body || !len) return -1;
+    json_t *root = json_loadb(body, len, 0, NULL);
+    json_t *c = json_object_get(root, "error"), *m = json_object_get(root, "message");
+    int rc = -1;
+    if (json_is_object(root) && json_is_string(c)) {
+        copy_cut(code, code_cap, json_string_value(c), json_string_length(c));
+        if (json_is_string(m)) copy_cut(message, message_cap, json_string_value(m), json_string_length(m));
+        rc = 0;
+    }
     json_decref(root);
     return rc;
 }

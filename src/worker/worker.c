@@ -1,6 +1,24 @@
 /* The embedding worker: lease thread, engine (the caller's thread), submit
- * thread; see include/donto/worker.h. Request bodies and answers go through
- * the wire module's client side (donto/wire.h); this file moves bytes. */
+ * thread, heartbeat thread; see include/donto/worker.h. Request bodies and
+ * answers go through the wire module's client side (donto/wire.h); this
+ * file moves bytes.
+ *
+ * Slow batches (issue 15). A batch that takes longer to embed than its
+ * lease runs would be leased to another worker and rejected
+ * `lease_expired` on every submit, round after round. So:
+ *   - every batch the worker holds (leased ahead in the slot, in the
+ *     engine, waiting for or in a submit) is registered in the shared state;
+ *     the heartbeat thread POSTs /extend for a batch a third of its lease
+ *     TTL (`lease_ttl_ms` of the lease answer) after it was leased or last
+ *     extended, on its own connection, holding the lock only to build the
+ *     body: the engine never waits for it. A failed extend is logged and
+ *     tried again shortly; a 404 (a coordinator without /extend) switches
+ *     heartbeats off, and so does a lease answer without lease_ttl_ms;
+ *   - items that still come back `lease_expired` (extends failed, or a
+ *     coordinator with lease ids but without /extend) halve the lease size
+ *     (down to 1); batches submitted in time double it back up to -n;
+ *   - 429 waits Retry-After; 401 and 403 stop the worker (a suspended
+ *     token: with the coordinator's reason). */
 #define _GNU_SOURCE
 #include "donto/worker.h"
 
@@ -43,6 +61,10 @@ typedef struct wbatch {
     size_t n;
     float *vec; /* n * dims after the engine */
     struct wbatch *next;
+    uint64_t seq;     /* which batch (heartbeats name batches by it) */
+    double renewed;   /* donto_now() when leased or last extended */
+    int64_t ttl_ms;   /* its lease's TTL (0: unknown, never extended) */
+    unsigned gen;     /* lease-size generation it was leased under */
 } wbatch;
 
 static void batch_free(wbatch *b) {
@@ -64,10 +86,17 @@ typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* any change below */
     wbatch *slot;           /* leased, waiting for the engine */
+    wbatch *engine_b;       /* in the engine (until queued for submit) */
     wbatch *sq_head, *sq_tail;
     size_t sq_len;
-    int lease_done, engine_done, fatal;
-    char fatal_msg[256];
+    wbatch *submitting;     /* in the submit thread */
+    int lease_done, engine_done, fatal, hb_done;
+    char fatal_msg[1024];
+    uint64_t seq;
+    int lease_n;            /* items per lease now (halved after lease_expired) */
+    unsigned gen;           /* bumped at each change of lease_n */
+    int no_extend;          /* the coordinator has no /extend: no heartbeats */
+    int64_t extends, extended;
     double stop_deadline;   /* set when a stop is first seen */
     int64_t leased, embedded, submitted, rejected, released, errors;
     int64_t minute_base;
@@ -122,6 +151,8 @@ typedef struct {
     struct curl_slist *hdr;
     char *buf;
     size_t len;
+    double timeout_s;  /* per request; 0: the configured one */
+    double retry_after; /* the last answer's Retry-After in seconds; 0: none */
 } whttp;
 
 static size_t on_data(char *d, size_t sz, size_t nm, void *u) {
@@ -163,12 +194,13 @@ static long http_post(wstate *w, whttp *h, const char *route, const char *body) 
     free(h->buf);
     h->buf = NULL;
     h->len = 0;
+    h->retry_after = 0;
     CURL *c = h->c;
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h->hdr);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(w->c->connect_timeout_s * 1000));
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(w->c->request_timeout_s * 1000));
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)((h->timeout_s > 0 ? h->timeout_s : w->c->request_timeout_s) * 1000));
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
     if (w->c->ca_file) curl_easy_setopt(c, CURLOPT_CAINFO, w->c->ca_file);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
@@ -182,7 +214,32 @@ static long http_post(wstate *w, whttp *h, const char *route, const char *body) 
     }
     long st = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+    curl_off_t ra = 0;
+    if (curl_easy_getinfo(c, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
+        h->retry_after = ra > 3600 ? 3600.0 : (double)ra; /* seconds (an HTTP date: curl converts it) */
     return st;
+}
+
+/* 401 or 403: the coordinator refuses this token for good (revoked,
+ * unknown, a role without this route, or suspended after a failed
+ * verification: docs/trust.md). Stop the worker with the coordinator's
+ * reason. */
+static void refused(wstate *w, const whttp *h, long st, const char *route) {
+    char code[64], msg[768];
+    donto_proto_parse_error_response(h->buf, h->len, code, sizeof code, msg, sizeof msg);
+    pthread_mutex_lock(&w->mu);
+    if (!w->fatal) {
+        w->fatal = 1;
+        if (st == 403 && !strcmp(code, "suspended"))
+            snprintf(w->fatal_msg, sizeof w->fatal_msg,
+                     "the coordinator suspended this token (HTTP 403 on %s): %s", route, msg[0] ? msg : "no reason given");
+        else
+            snprintf(w->fatal_msg, sizeof w->fatal_msg, "the coordinator refused the token (HTTP %ld%s%s on %s)%s%s", st,
+                     code[0] ? " " : "", code, route, msg[0] ? ": " : "", msg);
+        DLOG_ERROR("worker: %s; stopping", w->fatal_msg);
+    }
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
 }
 
 /* At most one report per minute (the rest are only logged). */
@@ -261,6 +318,7 @@ static wbatch *parse_lease(const whttp *h, char *msg, size_t cap) {
     }
     b->it = r.items; /* the batch owns the items now */
     b->n = r.n;
+    b->ttl_ms = r.ttl_ms;
     return b;
 }
 
@@ -280,7 +338,8 @@ static void *lease_thread(void *arg) {
     while (!stopping(w)) {
         pthread_mutex_lock(&w->mu);
         while (w->slot && !stopping(w)) cv_wait(w, 0.2);
-        int64_t want = w->c->n;
+        int64_t want = w->lease_n;
+        unsigned gen = w->gen;
         if (w->c->max_items > 0 && w->c->max_items - w->leased < want) want = w->c->max_items - w->leased;
         pthread_mutex_unlock(&w->mu);
         if (stopping(w) || want <= 0) break;
@@ -289,11 +348,18 @@ static void *lease_thread(void *arg) {
         donto_err e = {0};
         long st = 0;
         wbatch *b = NULL;
+        double sent = donto_now(); /* the lease runs from (at the latest) now */
         if (donto_proto_build_lease(w->c->worker_id, want, w->c->target, &body, &e)) {
             snprintf(msg, sizeof msg, "lease: request not built: %s", e.msg);
         } else {
             st = http_post(w, &h, "/lease", body);
             free(body);
+        }
+        if (st == 429) { /* a limit of this token's (docs/trust.md): come back when told */
+            double wait = h.retry_after > 0 ? h.retry_after : backoff_s(w, attempt++);
+            DLOG_INFO("worker: lease: rate limited (429); waiting %.0f s", wait);
+            nap(w, wait, 1);
+            continue;
         }
         if (st == 200) {
             b = parse_lease(&h, msg, sizeof msg);
@@ -304,10 +370,7 @@ static void *lease_thread(void *arg) {
             count_error(w);
             DLOG_WARN("worker: %s", msg);
             if (st == 401 || st == 403) {
-                pthread_mutex_lock(&w->mu);
-                w->fatal = 1;
-                snprintf(w->fatal_msg, sizeof w->fatal_msg, "the coordinator refused the token (HTTP %ld)", st);
-                pthread_mutex_unlock(&w->mu);
+                refused(w, &h, st, "/lease");
                 break;
             }
             if (st) report(w, &h, "lease_error", msg);
@@ -363,6 +426,9 @@ static void *lease_thread(void *arg) {
             break;
         }
         w->leased += (int64_t)b->n;
+        b->seq = ++w->seq;
+        b->renewed = sent;
+        b->gen = gen;
         w->slot = b;
         pthread_cond_broadcast(&w->cv);
         pthread_mutex_unlock(&w->mu);
@@ -406,6 +472,32 @@ static double stop_deadline(wstate *w) {
     return d;
 }
 
+/* After a submit: items rejected lease_expired mean batches of this size
+ * outlive their lease (extends failed or are not offered), so halve the
+ * lease size, down to 1; a batch submitted in time doubles it back, up to
+ * -n. Only batches leased at the current size count (those leased ahead at
+ * the old one say nothing about the new). */
+static void adapt_lease_size(wstate *w, const wbatch *b, size_t expired) {
+    pthread_mutex_lock(&w->mu);
+    if (b->gen == w->gen) {
+        int before = w->lease_n;
+        if (expired && w->lease_n > 1)
+            w->lease_n = w->lease_n / 2;
+        else if (!expired && w->lease_n < w->c->n)
+            w->lease_n = w->lease_n > w->c->n / 2 ? w->c->n : w->lease_n * 2;
+        if (w->lease_n != before) {
+            w->gen++;
+            if (expired)
+                DLOG_WARN("worker: %zu of %zu items came back lease_expired (the batch outlived its lease): lease "
+                          "size now %d of %d",
+                          expired, b->n, w->lease_n, w->c->n);
+            else
+                DLOG_INFO("worker: a batch submitted in time: lease size now %d of %d", w->lease_n, w->c->n);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
 /* 0 submitted (or refused for good), -1 not submitted (release it). */
 static int submit_batch(wstate *w, whttp *h, const wbatch *b) {
     int attempt = 0;
@@ -425,9 +517,13 @@ static int submit_batch(wstate *w, whttp *h, const wbatch *b) {
                 count_error(w);
                 return 0;
             }
-            for (size_t i = 0; i < r.n_rejected; i++)
+            size_t expired = 0;
+            for (size_t i = 0; i < r.n_rejected; i++) {
                 DLOG_WARN("worker: item %s rejected: %s", r.rejected[i].item_id ? r.rejected[i].item_id : "?",
                           r.rejected[i].reason ? r.rejected[i].reason : "?");
+                expired += r.rejected[i].reason && !strcmp(r.rejected[i].reason, "lease_expired");
+            }
+            adapt_lease_size(w, b, expired);
             pthread_mutex_lock(&w->mu);
             w->submitted += r.upserted;
             w->rejected += (int64_t)r.n_rejected;
@@ -442,16 +538,27 @@ static int submit_batch(wstate *w, whttp *h, const wbatch *b) {
             pthread_mutex_unlock(&w->mu);
             continue;
         }
-        count_error(w);
-        char msg[256];
-        snprintf(msg, sizeof msg, "submit of %zu items: %s %ld", b->n, st ? "HTTP" : "no answer", st);
-        DLOG_WARN("worker: %s", msg);
-        if (st >= 400 && st < 500 && st != 408 && st != 429) {
-            report(w, h, "submit_refused", msg);
-            return -1; /* refused for good: give the items back */
+        if (st == 401 || st == 403) {
+            count_error(w);
+            refused(w, h, st, "/submit");
+            return -1; /* the token is refused: nothing more will be accepted */
+        }
+        double s;
+        if (st == 429) { /* a limit of this token's: retry when told */
+            s = h->retry_after > 0 ? h->retry_after : backoff_s(w, attempt++);
+            DLOG_INFO("worker: submit of %zu items: rate limited (429); retrying in %.0f s", b->n, s);
+        } else {
+            count_error(w);
+            char msg[256];
+            snprintf(msg, sizeof msg, "submit of %zu items: %s %ld", b->n, st ? "HTTP" : "no answer", st);
+            DLOG_WARN("worker: %s", msg);
+            if (st >= 400 && st < 500 && st != 408) {
+                report(w, h, "submit_refused", msg);
+                return -1; /* refused for good: give the items back */
+            }
+            s = backoff_s(w, attempt++);
         }
         double dl = stop_deadline(w);
-        double s = backoff_s(w, attempt++);
         if (dl && donto_now() + s > dl) return -1;
         nap(w, s, 0);
     }
@@ -461,10 +568,17 @@ static void log_minute_locked(wstate *w, int force) {
     double now = donto_now();
     if (force || now - w->minute_start >= 60) {
         double dt = now - w->minute_start;
-        DLOG_INFO("worker %s: %.0f items/min; embedded %lld, submitted %lld, rejected %lld, released %lld, errors %lld",
+        char extra[128] = "";
+        int k = 0;
+        if (w->lease_n < w->c->n) /* shrunk after lease_expired rejections */
+            k += snprintf(extra + k, sizeof extra - (size_t)k, "; lease size %d of %d", w->lease_n, w->c->n);
+        if (w->extends)
+            snprintf(extra + k, sizeof extra - (size_t)k, "; %lld leases extended in %lld heartbeats",
+                     (long long)w->extended, (long long)w->extends);
+        DLOG_INFO("worker %s: %.0f items/min; embedded %lld, submitted %lld, rejected %lld, released %lld, errors %lld%s",
                   w->c->worker_id, dt > 0 ? (double)(w->submitted - w->minute_base) * 60.0 / dt : 0.0,
                   (long long)w->embedded, (long long)w->submitted, (long long)w->rejected, (long long)w->released,
-                  (long long)w->errors);
+                  (long long)w->errors, extra);
         w->minute_start = now;
         w->minute_base = w->submitted;
     }
@@ -491,14 +605,174 @@ static void *submit_thread(void *arg) {
             w->sq_head = b->next;
             if (!w->sq_head) w->sq_tail = NULL;
             w->sq_len--;
+            b->next = NULL;
+            w->submitting = b; /* still held: the heartbeat extends it while submits are retried */
             pthread_cond_broadcast(&w->cv);
         }
         pthread_mutex_unlock(&w->mu);
         if (!b) break;
         if (!ok || submit_batch(w, &h, b)) release_items(w, &h, b->it, b->n);
+        pthread_mutex_lock(&w->mu);
+        w->submitting = NULL;
+        pthread_mutex_unlock(&w->mu);
         batch_free(b);
         log_minute(w, 0);
     }
+    http_free(&h);
+    return NULL;
+}
+
+/* ---- heartbeat thread ---------------------------------------------------- */
+
+/* Seconds after which a batch's lease is renewed: a third of its TTL. */
+static double renew_after(const wbatch *b) { return (double)b->ttl_ms / 3000.0; }
+
+/* Every batch the worker holds leased, in the order they are visited. */
+#define HELD_MAX (2 + SUBMIT_QUEUE_MAX + 1)
+static size_t held_locked(wstate *w, wbatch **out) {
+    size_t k = 0;
+    if (w->slot) out[k++] = w->slot;
+    if (w->engine_b) out[k++] = w->engine_b;
+    for (wbatch *b = w->sq_head; b && k < HELD_MAX; b = b->next) out[k++] = b;
+    if (w->submitting && k < HELD_MAX) out[k++] = w->submitting;
+    return k;
+}
+
+/* The extend body for the held batches due for renewal (their seqs in
+ * seqs[], at most HELD_MAX; the shortest TTL among them in *ttl_ms), or NULL
+ * when none is due; *next_due is when the next one will be (0: none held
+ * with a TTL). Under w->mu. */
+static char *extend_body_locked(wstate *w, double now, uint64_t *seqs, size_t *nseq, size_t *nitems,
+                                int64_t *ttl_ms, double *next_due) {
+    wbatch *held[HELD_MAX];
+    size_t nh = held_locked(w, held), total = 0;
+    *nseq = 0;
+    *nitems = 0;
+    *ttl_ms = 0;
+    *next_due = 0;
+    int any_due = 0;
+    for (size_t i = 0; i < nh; i++)
+        any_due |= held[i]->ttl_ms > 0 && held[i]->renewed + renew_after(held[i]) <= now;
+    for (size_t i = 0; i < nh; i++) {
+        if (held[i]->ttl_ms <= 0) continue; /* a legacy lease: nothing to extend */
+        double due = held[i]->renewed + renew_after(held[i]);
+        /* When one is due, one request for every batch due soon too (within
+         * a sixth of its TTL): renewing a little early costs nothing. */
+        if (any_due && due - renew_after(held[i]) / 2 <= now && total + held[i]->n <= DONTO_PROTO_ITEMS_MAX) {
+            seqs[(*nseq)++] = held[i]->seq;
+            total += held[i]->n;
+            if (*ttl_ms == 0 || held[i]->ttl_ms < *ttl_ms) *ttl_ms = held[i]->ttl_ms;
+        } else if (*next_due == 0 || due < *next_due) {
+            *next_due = due;
+        }
+    }
+    if (!*nseq) return NULL;
+    donto_client_item *ci = calloc(total, sizeof *ci);
+    if (!ci) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < nh; i++)
+        for (size_t j = 0; j < *nseq; j++)
+            if (held[i]->seq == seqs[j]) {
+                for (size_t m = 0; m < held[i]->n; m++) {
+                    const witem *it = &held[i]->it[m];
+                    ci[k++] = (donto_client_item){it->target, it->item_id, it->lease_id, NULL, NULL};
+                }
+                break;
+            }
+    char *body = NULL;
+    donto_err e = {0};
+    if (donto_proto_build_extend(w->c->worker_id, ci, k, &body, &e))
+        DLOG_WARN("worker: extend of %zu items not built: %s", k, e.msg);
+    free(ci);
+    *nitems = k;
+    return body;
+}
+
+/* Keeps the leases of every batch held alive while it is held (see the top
+ * of this file). Runs until the submit thread is done; a fatal error ends it
+ * too. Never takes the lock for longer than building a body. */
+static void *heartbeat_thread(void *arg) {
+    wstate *w = arg;
+    whttp h;
+    if (http_init(w, &h)) {
+        DLOG_WARN("worker: curl init failed: no heartbeats (slow batches may lose their leases)");
+        return NULL;
+    }
+    double not_before = 0; /* after a failure or a 429 */
+    int attempt = 0;
+    pthread_mutex_lock(&w->mu);
+    while (!w->hb_done && !w->fatal && !w->no_extend) {
+        double now = donto_now(), next_due = 0;
+        uint64_t seqs[HELD_MAX];
+        size_t nseq = 0, nitems = 0;
+        int64_t ttl_ms = 0;
+        char *body =
+            now >= not_before ? extend_body_locked(w, now, seqs, &nseq, &nitems, &ttl_ms, &next_due) : NULL;
+        if (!body) {
+            double until = now >= not_before ? next_due : not_before;
+            double wait = until > now ? until - now : 1.0;
+            cv_wait(w, wait < 1.0 ? wait : 1.0);
+            continue;
+        }
+        pthread_mutex_unlock(&w->mu);
+        /* The lease must not run out while this request waits: give up on it
+         * after a third of the TTL (and try again), not the default timeout. */
+        h.timeout_s = (double)ttl_ms / 3000.0;
+        if (h.timeout_s < 2) h.timeout_s = 2;
+        double sent = donto_now(); /* the coordinator extends from when it sees it: later */
+        long st = http_post(w, &h, "/extend", body);
+        free(body);
+        int64_t extended = 0, new_ttl = 0;
+        wbatch *held[HELD_MAX];
+        donto_err e = {0};
+        int ok = st == 200 && donto_proto_parse_extend_response(h.buf, h.len, &extended, &new_ttl, &e) == 0;
+        if (st == 401 || st == 403) {
+            refused(w, &h, st, "/extend");
+            pthread_mutex_lock(&w->mu);
+            break;
+        }
+        /* backoff_s takes the lock: draw before */
+        double wait429 = st != 429 ? 0 : h.retry_after > 0 ? h.retry_after : backoff_s(w, attempt++);
+        pthread_mutex_lock(&w->mu);
+        now = donto_now();
+        if (ok) {
+            attempt = 0;
+            w->extends++;
+            w->extended += extended;
+            size_t nh = held_locked(w, held);
+            for (size_t i = 0; i < nh; i++)
+                for (size_t j = 0; j < nseq; j++)
+                    if (held[i]->seq == seqs[j]) {
+                        held[i]->renewed = sent;
+                        if (new_ttl > 0) held[i]->ttl_ms = new_ttl;
+                    }
+            DLOG_INFO("worker: heartbeat: extended %lld of %zu leased items (%zu batches held past a third of their lease)",
+                      (long long)extended, nitems, nseq);
+        } else if (st == 404 || st == 405) {
+            w->no_extend = 1;
+            DLOG_WARN("worker: the coordinator has no /extend (HTTP %ld): no heartbeats; a batch that outlives its "
+                      "lease is lost, and the lease size halves", st);
+        } else if (st == 429) {
+            not_before = now + wait429;
+            DLOG_INFO("worker: heartbeat: rate limited (429); next try in %.0f s", wait429);
+        } else {
+            w->errors++;
+            /* Soon again, well within what is left of the lease. */
+            double again = (double)(ttl_ms > 0 ? ttl_ms : 3000) / 12000.0;
+            if (again > 30) again = 30;
+            if (again < 0.25) again = 0.25;
+            not_before = now + again;
+            char why[DONTO_ERR_MAX + 32];
+            if (!st)
+                snprintf(why, sizeof why, "no answer");
+            else if (st == 200)
+                snprintf(why, sizeof why, "%s", e.msg);
+            else
+                snprintf(why, sizeof why, "HTTP %ld", st);
+            DLOG_WARN("worker: heartbeat: extend of %zu items failed (%s); trying again in %.1f s", nitems, why, again);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
     http_free(&h);
     return NULL;
 }
@@ -512,11 +786,12 @@ int donto_worker_run(const donto_worker_config *c, donto_encoder *enc, donto_err
     w->enc = enc;
     w->dims = donto_encoder_dim(enc);
     w->minute_start = donto_now();
+    w->lease_n = c->n > 0 ? c->n : 256;
     w->rnd = (unsigned)(donto_now() * 1e6) ^ (unsigned)getpid();
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     atomic_store(&g_stop, 0);
-    pthread_t lt, st;
+    pthread_t lt, st, ht;
     if (pthread_create(&lt, NULL, lease_thread, w)) {
         free(w);
         return donto_seterr(err, "cannot start the lease thread");
@@ -528,7 +803,10 @@ int donto_worker_run(const donto_worker_config *c, donto_encoder *enc, donto_err
         free(w);
         return donto_seterr(err, "cannot start the submit thread");
     }
-    DLOG_INFO("worker %s: serving %s (dim %d) from %s", c->worker_id, c->model_name, w->dims, c->url);
+    int have_hb = pthread_create(&ht, NULL, heartbeat_thread, w) == 0;
+    if (!have_hb) DLOG_WARN("worker: cannot start the heartbeat thread: leases are not extended");
+    DLOG_INFO("worker %s: serving %s (dim %d) from %s; %d items per lease", c->worker_id, c->model_name, w->dims,
+              c->url, w->lease_n);
     whttp h;
     int have_http = http_init(w, &h) == 0;
     size_t bsz = c->batch > 0 ? (size_t)c->batch : (size_t)(c->n > 0 ? c->n : 256);
@@ -541,6 +819,7 @@ int donto_worker_run(const donto_worker_config *c, donto_encoder *enc, donto_err
         }
         wbatch *b = w->slot;
         w->slot = NULL;
+        w->engine_b = b;
         pthread_cond_broadcast(&w->cv);
         pthread_mutex_unlock(&w->mu);
         b->vec = malloc(b->n * (size_t)w->dims * sizeof(float));
@@ -559,6 +838,9 @@ int donto_worker_run(const donto_worker_config *c, donto_encoder *enc, donto_err
             snprintf(msg, sizeof msg, "encode of %zu items failed: %s", b->n, e.msg[0] ? e.msg : "out of memory");
             DLOG_ERROR("worker: %s", msg);
             count_error(w);
+            pthread_mutex_lock(&w->mu);
+            w->engine_b = NULL;
+            pthread_mutex_unlock(&w->mu);
             if (have_http) {
                 report(w, &h, "encode_error", msg);
                 release_items(w, &h, b->it, b->n);
@@ -575,6 +857,7 @@ int donto_worker_run(const donto_worker_config *c, donto_encoder *enc, donto_err
             w->sq_head = b;
         w->sq_tail = b;
         w->sq_len++;
+        w->engine_b = NULL;
         pthread_cond_broadcast(&w->cv);
         pthread_mutex_unlock(&w->mu);
     }
@@ -584,12 +867,22 @@ int donto_worker_run(const donto_worker_config *c, donto_encoder *enc, donto_err
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     pthread_join(lt, NULL);
-    if (w->slot) { /* leased but never embedded */
-        if (have_http) release_items(w, &h, w->slot->it, w->slot->n);
-        batch_free(w->slot);
-        w->slot = NULL;
+    pthread_mutex_lock(&w->mu);
+    wbatch *left = w->slot; /* leased but never embedded */
+    w->slot = NULL;
+    pthread_mutex_unlock(&w->mu);
+    if (left) {
+        if (have_http) release_items(w, &h, left->it, left->n);
+        batch_free(left);
     }
     pthread_join(st, NULL);
+    if (have_hb) { /* nothing is held any more */
+        pthread_mutex_lock(&w->mu);
+        w->hb_done = 1;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(ht, NULL);
+    }
     if (have_http) http_free(&h);
     log_minute(w, 1);
     int rc = 0;

@@ -11,7 +11,8 @@
  *   0: lease answer -> release, submit (base64 and numbers), report bodies
  *      -> the server's parsers;
  *   1: submit answer;
- *   2: release answer;
+ *   2: release answer, the same bytes as an extend answer and as an error
+ *      answer ({"error","message"}, cut to small buffers);
  *   3: lease answer -> the server's lease writer -> parsed again: the same.
  *
  * Built two ways, like fuzz_protocol.c:
@@ -178,12 +179,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         break;
     }
-    default: {
-        int64_t n = -1;
+    default: { /* the small answers: release, extend, an error */
+        int64_t n = -1, ttl = -1;
         if (donto_proto_parse_release_response(body, len, &n, &err) == 0)
             FZC_ASSERT(n >= 0);
         else
             FZC_ASSERT(err.msg[0] && n == 0);
+        err.msg[0] = 0;
+        if (donto_proto_parse_extend_response(body, len, &n, &ttl, &err) == 0)
+            FZC_ASSERT(n >= 0 && ttl >= 0);
+        else
+            FZC_ASSERT(err.msg[0] && n == 0 && ttl == 0);
+        char code[8], msg[16];
+        if (donto_proto_parse_error_response(body, len, code, sizeof code, msg, sizeof msg) == 0)
+            FZC_ASSERT(strlen(code) < sizeof code && strlen(msg) < sizeof msg);
+        else
+            FZC_ASSERT(code[0] == 0 && msg[0] == 0);
         break;
     }
     }

@@ -7,9 +7,14 @@ submits as two workers (one submit rejected), files a report whose message is
 HTML, then drives the page: a contributor token is refused with an error on
 the page, the admin token logs in, and after a refresh every figure on the
 page must equal /embed/stats fetched with the same token; the report text
-must show literally (no element, no script run). /embed/metrics is checked
-against the same figures (label escaping included). Screenshot:
-OUT_DIR/admin.png. Bounded in time; the server is stopped with SIGTERM.
+must show literally (no element, no script run). With --model (the
+coordinator then verifies submitted vectors), a third token submits a wrong
+vector for an item of that model and is suspended, and a fourth is revoked:
+the tokens table (state, streak, checks, failed, withdrawn, the reason as
+text) and the verifier's counters must equal /embed/stats too; without it,
+the verification section stays hidden. /embed/metrics is checked against the
+same figures (label escaping included). Screenshot: OUT_DIR/admin.png.
+Bounded in time; the server is stopped with SIGTERM.
 
 Uses Debian's chromium (/usr/bin/chromium) through PyPI playwright; no
 browser is downloaded.
@@ -30,6 +35,8 @@ import urllib.error
 import urllib.request
 
 MODEL = "BAAI/bge-small-en-v1.5"
+VMODEL = "sentence-transformers/all-MiniLM-L6-v2"  # what --model DIR embeds
+W3 = "<i>m</i>"              # a worker of the token that is suspended
 XSS = '<img src=x onerror=alert(1)><script>alert(2)</script> & "quotes"'
 W1 = 'gpu "7"\\lab'          # quote and backslash: escaped in /metrics labels
 W2 = "<b>w2</b>"
@@ -101,7 +108,7 @@ def seed_and_work(base, db, tok_w):
     check(st == 200, "lease w1: %d %s" % (st, b))
     batch = json.loads(b)["batch"]
     check(len(batch) == 4, "lease w1 got %d items" % len(batch))
-    items = [{"target": it["target"], "item_id": it["item_id"], "lease_id": it["lease_id"],
+    items = [{"target": it["target"], "item_id": it["item_id"], "lease_id": it["lease_id"], "model": MODEL,
               "vector": unit(k)} for k, it in enumerate(batch[:3])]
     # Rejected by the store (counted against the worker): never leased to it.
     items.append({"target": "predicate", "item_id": "pred-0", "vector": unit(50)})
@@ -113,11 +120,37 @@ def seed_and_work(base, db, tok_w):
     batch = json.loads(b)["batch"]
     check(st == 200 and len(batch) == 2, "lease w2: %d %s" % (st, b))
     st, b, _ = http(base, "POST", "/submit", tok_w, {"worker_id": W2, "items": [
-        {"target": batch[0]["target"], "item_id": batch[0]["item_id"], "vector": unit(99)}]})
+        {"target": batch[0]["target"], "item_id": batch[0]["item_id"], "model": MODEL, "vector": unit(99)}]})
     check(st == 200 and json.loads(b)["upserted"] == 1, "submit w2: %d %s" % (st, b))
 
     st, b, _ = http(base, "POST", "/report", tok_w, {"worker_id": W2, "kind": "oom", "message": XSS})
     check(st == 200, "report: %d %s" % (st, b))
+
+
+def suspend_one(base, db, tok_a, tok_m):
+    """A vector that is not the item's embedding, for an item of the
+    verifier's model: the verifier fails it and suspends the token."""
+    con = sqlite3.connect(db)
+    con.execute("INSERT INTO queue (target, item_id, model, text) VALUES (3, 'mal-0', ?, 'the cat sat on the mat')",
+                (VMODEL,))
+    con.commit()
+    con.close()
+    st, b, _ = http(base, "POST", "/lease", tok_m, {"worker_id": W3, "n": 1, "target": "memory_chunk"})
+    batch = json.loads(b)["batch"] if st == 200 else []
+    check(len(batch) == 1, "lease mallory: %d %s" % (st, b))
+    st, b, _ = http(base, "POST", "/submit", tok_m, {"worker_id": W3, "items": [
+        {"target": "memory_chunk", "item_id": "mal-0", "lease_id": batch[0]["lease_id"], "model": VMODEL,
+         "vector": unit(3)}]})
+    check(st == 200 and json.loads(b)["upserted"] == 1, "submit mallory: %d %s" % (st, b))
+    deadline = time.monotonic() + 60
+    while True:
+        st, b, _ = http(base, "GET", "/stats", tok_a)
+        d = json.loads(b) if st == 200 else {}
+        toks = {t["name"]: t for t in d.get("tokens", [])}
+        if d.get("verify", {}).get("failed") == 1 and toks.get("mallory", {}).get("suspended"):
+            return
+        check(time.monotonic() < deadline, "mallory not suspended within 60 s: %s" % b)
+        time.sleep(0.2)
 
 
 def check_metrics(base, tok_a, tok_w, stats):
@@ -138,10 +171,11 @@ def check_metrics(base, tok_a, tok_w, stats):
         lab = frozenset({"worker_id": c["worker_id"]}.items())
         check(m.get(("donto_embed_contributor_vectors_total", lab)) == c["total"], "metrics total of %r" % c["worker_id"])
         check(m.get(("donto_embed_contributor_rejected_total", lab)) == c["rejected"], "metrics rejected of %r" % c["worker_id"])
-    check('worker_id="gpu \\"7\\"\\\\lab"' in text, "metrics: worker_id label not escaped as expected")
+    check('worker_id="alice/gpu \\"7\\"\\\\lab"' in text, "metrics: worker_id label not escaped as expected")
     check(m.get(("donto_embed_http_responses_total", frozenset({"route": "metrics", "code": "403"}.items()))) == 1,
           "metrics: request counter for the 403")
-    check(m.get(("donto_embed_http_responses_total", frozenset({"route": "submit", "code": "200"}.items()))) == 2,
+    submits = 3 if "verify" in stats else 2
+    check(m.get(("donto_embed_http_responses_total", frozenset({"route": "submit", "code": "200"}.items()))) == submits,
           "metrics: request counter for submits")
 
 
@@ -190,7 +224,10 @@ def check_page(url, base, tok_a, tok_w, out_dir, timeout_ms):
             check(int(page.get_attribute("#throughput-chart", "data-samples")) == len(pm), "chart samples != series length")
             check(int(page.get_attribute("#throughput-chart", "data-sum")) == sum(p["items"] for p in pm),
                   "chart sum %s != series sum" % page.get_attribute("#throughput-chart", "data-sum"))
-            check(sum(p["items"] for p in pm) == 4, "series holds %d accepted vectors, want 4" % sum(p["items"] for p in pm))
+            verifying = "verify" in stats
+            accepted = 5 if verifying else 4  # mallory's vector was accepted, then withdrawn
+            check(sum(p["items"] for p in pm) == accepted,
+                  "series holds %d accepted vectors, want %d" % (sum(p["items"] for p in pm), accepted))
 
             rows = page.eval_on_selector_all(
                 "#contributors tbody tr",
@@ -201,7 +238,8 @@ def check_page(url, base, tok_a, tok_w, out_dir, timeout_ms):
                         rate: Number(r.querySelector('[data-field=items_per_minute]').getAttribute('data-value')),
                         seen: Number(r.querySelector('[data-field=last_seen]').getAttribute('data-value'))}))""")
             want = {c["worker_id"]: c for c in stats["contributors"]}
-            check(len(rows) == len(want) and len(want) == 2, "contributors: page %d rows, stats %d" % (len(rows), len(want)))
+            check(len(rows) == len(want) and len(want) == (3 if verifying else 2),
+                  "contributors: page %d rows, stats %d" % (len(rows), len(want)))
             for r in rows:
                 c = want.get(r["w"])
                 check(c is not None, "page shows unknown contributor %r" % r["w"])
@@ -212,13 +250,55 @@ def check_page(url, base, tok_a, tok_w, out_dir, timeout_ms):
                 # page's last refresh and this fetch (a few s of a 5-6 min span).
                 check(c["items_per_minute"] > 0 and abs(r["rate"] - c["items_per_minute"]) <= 0.02 * c["items_per_minute"],
                       "contributor %r items/min: page %r, stats %r" % (r["w"], r["rate"], c["items_per_minute"]))
-            check(want[W1]["total"] == 3 and want[W1]["rejected"] == 1 and want[W2]["total"] == 1,
-                  "stats contributors: %r" % stats["contributors"])
+            # A worker is "<token name>/<worker id>" (docs/trust.md, Identity).
+            check(want["alice/" + W1]["total"] == 3 and want["alice/" + W1]["rejected"] == 1 and
+                  want["alice/" + W2]["total"] == 1, "stats contributors: %r" % stats["contributors"])
 
             msgs = page.eval_on_selector_all("#reports tbody [data-field=message]", "es => es.map(e => e.textContent)")
-            check(msgs == [XSS], "report shown as %r" % msgs)
-            check(page.eval_on_selector_all("#reports img, #reports script, #contributors b", "es => es.length") == 0,
+            # With a verifier, the suspension's report(s) too (a second sweep a little later).
+            check(XSS in msgs and (any(W3 in m for m in msgs) if verifying else len(msgs) == 1),
+                  "reports shown as %r" % msgs)
+            check(page.eval_on_selector_all("#reports img, #reports script, #contributors b, #tokens i, #reports i",
+                                            "es => es.length") == 0,
                   "worker text was rendered as HTML")
+
+            # Tokens and their trust record, as /stats has them.
+            trows = page.eval_on_selector_all(
+                "#tokens tbody tr",
+                """rs => rs.map(r => { const o = {key: r.getAttribute('data-token')};
+                        r.querySelectorAll('[data-field]').forEach(c => {
+                          o[c.getAttribute('data-field')] = c.textContent;
+                          if (c.hasAttribute('data-value')) o[c.getAttribute('data-field') + '_v'] = c.getAttribute('data-value'); });
+                        return o; })""")
+            toks = {t["name"]: t for t in stats["tokens"]}
+            check(len(trows) == len(toks) == (4 if verifying else 2), "tokens: page %d rows, stats %d" % (len(trows), len(toks)))
+            check(page.is_visible("#tokens-section"), "tokens section hidden")
+            for r in trows:
+                t = toks.get(r["key"])
+                check(t is not None and r["name"] == t["name"] and r["role"] == t["role"], "token row %r, stats %r" % (r, t))
+                state = "revoked" if t["revoked"] else "suspended" if t["suspended"] else "active"
+                check(r["state"] == state and r["state_v"] == state, "token %s state %r, want %s" % (t["name"], r["state"], state))
+                for k in ("streak", "checks", "failed", "withdrawn"):
+                    check(int(r[k + "_v"]) == t[k] and int(r[k].replace(",", "")) == t[k],
+                          "token %s %s: page %r, stats %r" % (t["name"], k, r[k], t[k]))
+                check(r["reason"] == (t.get("reason", "") if t["suspended"] else ""),
+                      "token %s reason %r, stats %r" % (t["name"], r["reason"], t.get("reason")))
+            if verifying:
+                m = toks["mallory"]
+                # (The reason names the item and the worker, W3, until the second
+                # sweep a few seconds later replaces it: only non-empty here.)
+                check(m["suspended"] and m["failed"] == 1 and m["checks"] == 1 and m["withdrawn"] == 1 and m["reason"],
+                      "mallory in stats: %r" % m)
+                check(toks["old"]["revoked"] and toks["alice"]["checks"] == 0, "stats tokens: %r" % stats["tokens"])
+                check(page.is_visible("#verify-section"), "verification section hidden")
+                v = stats["verify"]
+                for k, sk in (("queued", "queued"), ("checked", "checked"), ("passed", "passed"), ("failed", "failed"),
+                              ("skipped", "skipped_queue_full")):
+                    pv = page.get_attribute("#verify-" + k, "data-value")
+                    check(pv is not None and int(pv) == v[sk], "verify %s: page %r, stats %r" % (k, pv, v[sk]))
+                check(v["checked"] == 1 and v["failed"] == 1, "stats verify: %r" % v)
+            else:
+                check(page.is_hidden("#verify-section"), "verification section shown without a verifier")
             check(page.text_content("#contributors").find(W2) >= 0, "worker id with markup not shown literally")
             check(not dialogs, "a dialog opened: %r" % dialogs)
             # The contributor token's 403 is logged by the browser; anything
@@ -240,6 +320,7 @@ def main():
     ap.add_argument("--bin", required=True, help="donto-embed")
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--timeout", type=float, default=150, help="whole test, seconds")
+    ap.add_argument("--model", help="serve --model DIR: verify submitted vectors (tokens, verification)")
     a = ap.parse_args()
     signal.signal(signal.SIGALRM, lambda *_: fail("timed out after %.0f s" % a.timeout))
     signal.alarm(int(a.timeout))
@@ -251,12 +332,18 @@ def main():
     tok_a = run("token", "add", "ops", "--role", "admin", "--db", db).stdout.strip()
     tok_w = run("token", "add", "alice", "--db", db).stdout.strip()
     check(re.fullmatch(r"[0-9a-f]{64}", tok_a) and re.fullmatch(r"[0-9a-f]{64}", tok_w), "token add output")
+    tok_m = None
+    if a.model:
+        tok_m = run("token", "add", "mallory", "--db", db).stdout.strip()
+        run("token", "add", "old", "--db", db)
+        run("token", "revoke", "old", "--db", db)
 
     port = free_port()
     base = "http://127.0.0.1:%d/embed" % port
     log = open(os.path.join(tmp.name, "serve.log"), "w+")
     srv = subprocess.Popen([a.bin, "serve", "--db", db, "--listen", "127.0.0.1:%d" % port, "--threads", "2",
-                            "--drain", "5"], stdout=log, stderr=subprocess.STDOUT)
+                            "--drain", "5"] + (["--model", a.model] if a.model else []),
+                           stdout=log, stderr=subprocess.STDOUT)
     ok = False
     try:
         deadline = time.monotonic() + 20
@@ -273,6 +360,8 @@ def main():
         check(st == 200 and hdr.get("Content-Type", "").startswith("text/html"), "GET /admin: %d" % st)
         check("http://" not in page and "https://" not in page, "the page refers to something outside")
         seed_and_work(base, db, tok_w)
+        if a.model:
+            suspend_one(base, db, tok_a, tok_m)
         stats = check_page(base + "/admin", base, tok_a, tok_w, a.out_dir, 30000)
         check_metrics(base, tok_a, tok_w, stats)
         ok = True
