@@ -1189,6 +1189,8 @@ static void trust_scenario(donto_store *s, const char *label) {
     CHECK(raw_count(s, "SELECT count(*) FROM vectors WHERE token = 'alice'", NULL) == 0, "vector withdrawn");
     CHECK(donto_store_suspend(s, "alice", "a second sweep", g_clock_ms + 5, &withdrawn, &e) == 0 && withdrawn == 0,
           "a second suspension: %s (withdrew %lld)", e.msg, (long long)withdrawn);
+    CHECK(raw_count(s, "SELECT count(*) FROM reports WHERE token = 'alice' AND kind = 'suspended'", NULL) == 1,
+          "one report per suspension, not per sweep");
     CHECK(raw_count(s, "SELECT count(*) FROM queue WHERE item_id = 't1' OR item_id = 't2'", NULL) == 2,
           "both items queued again (one withdrawn, one released)");
     CHECK(raw_count(s, "SELECT count(*) FROM queue WHERE (item_id = 't1' OR item_id = 't2') AND lease_owner IS NULL", NULL) >= 1,

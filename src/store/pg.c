@@ -166,8 +166,10 @@ static const struct {
                     "suspended_at = CASE WHEN suspended = 1 THEN suspended_at ELSE $3 END, suspended = 1, "
                     "streak = 0, withdrawn = withdrawn + $4 WHERE name = $1",
                     4},
+    /* Run before Q_SUSP_TOK: one report per suspension, not per sweep. */
     [Q_SUSP_REPORT] = {"INSERT INTO reports (worker_id, kind, message, created, token) "
-                       "VALUES ('coordinator', 'suspended', $2, $3, $1)",
+                       "SELECT 'coordinator', 'suspended', $2, $3, $1 WHERE EXISTS "
+                       "(SELECT 1 FROM tokens WHERE name = $1 AND suspended = 0)",
                        3},
     [Q_UNSUSP] = {"UPDATE tokens SET suspended = 0, reason = '', streak = 0 WHERE name = $1 AND suspended = 1",
                   1},
@@ -1215,17 +1217,17 @@ static int pg_suspend(donto_store *b, const char *token, const char *reason, int
     if (pg_step(s, Q_SUSP_REQUEUE, &t, "suspend: queue again", NULL, err)) goto out;
     if (pg_step(s, Q_SUSP_DELETE, &t, "suspend: withdraw vectors", &w, err)) goto out;
     if (pg_step(s, Q_SUSP_RELEASE, &rel, "suspend: release leases", NULL, err)) goto out;
+    pgp r = {0};
+    p_text(&r, token);
+    p_text(&r, cut);
+    p_i64(&r, now_ms);
+    if (pg_step(s, Q_SUSP_REPORT, &r, "suspend: report", NULL, err)) goto out;
     pgp m = {0};
     p_text(&m, token);
     p_text(&m, reason);
     p_i64(&m, now_ms);
     p_i64(&m, (int64_t)w);
     if (pg_step(s, Q_SUSP_TOK, &m, "suspend: mark token", NULL, err)) goto out;
-    pgp r = {0};
-    p_text(&r, token);
-    p_text(&r, cut);
-    p_i64(&r, now_ms);
-    if (pg_step(s, Q_SUSP_REPORT, &r, "suspend: report", NULL, err)) goto out;
     if (pg_cmd(s, "COMMIT", err)) {
         pg_abort(s);
         goto out;

@@ -110,8 +110,10 @@ static const char *const SQL[Q_N] = {
     [Q_SUSP_TOK] = "UPDATE tokens SET reason = CASE WHEN suspended = 1 THEN reason ELSE ?2 END, "
                    "suspended_at = CASE WHEN suspended = 1 THEN suspended_at ELSE ?3 END, suspended = 1, "
                    "streak = 0, withdrawn = withdrawn + ?4 WHERE name = ?1",
+    /* Run before Q_SUSP_TOK: one report per suspension, not per sweep. */
     [Q_SUSP_REPORT] = "INSERT INTO reports (worker_id, kind, message, created, token) "
-                      "VALUES ('coordinator', 'suspended', ?2, ?3, ?1)",
+                      "SELECT 'coordinator', 'suspended', ?2, ?3, ?1 WHERE EXISTS "
+                      "(SELECT 1 FROM tokens WHERE name = ?1 AND suspended = 0)",
     [Q_UNSUSP] = "UPDATE tokens SET suspended = 0, reason = '', streak = 0 WHERE name = ?1 AND suspended = 1",
 };
 
@@ -943,17 +945,17 @@ static int sq_suspend(donto_store *b, const char *token, const char *reason, int
     bind_text(st, 1, token);
     sqlite3_bind_int64(st, 2, now_ms);
     if (sq_run(s, st, "suspend: release leases", err)) return sq_abort(s);
+    if (!(st = sq_get(s, Q_SUSP_REPORT, err))) return sq_abort(s);
+    bind_text(st, 1, token);
+    sqlite3_bind_text(st, 2, reason, (int)donto_utf8_prefix(reason, DONTO_REPORT_MAX_CHARS), SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, now_ms);
+    if (sq_run(s, st, "suspend: report", err)) return sq_abort(s);
     if (!(st = sq_get(s, Q_SUSP_TOK, err))) return sq_abort(s);
     bind_text(st, 1, token);
     bind_text(st, 2, reason);
     sqlite3_bind_int64(st, 3, now_ms);
     sqlite3_bind_int64(st, 4, w);
     if (sq_run(s, st, "suspend: mark token", err)) return sq_abort(s);
-    if (!(st = sq_get(s, Q_SUSP_REPORT, err))) return sq_abort(s);
-    bind_text(st, 1, token);
-    sqlite3_bind_text(st, 2, reason, (int)donto_utf8_prefix(reason, DONTO_REPORT_MAX_CHARS), SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, now_ms);
-    if (sq_run(s, st, "suspend: report", err)) return sq_abort(s);
     if (sq_commit(s, err)) return -1;
     *withdrawn = w;
     return 0;
