@@ -139,6 +139,7 @@ static int run(char *const argv[], const char *out, double timeout_s) {
 static void tail_file(const char *label, const char *path, size_t max) {
     char *s = slurp(path);
     size_t l = s ? strlen(s) : 0;
+    if (!l) return;
     fprintf(stderr, "---- %s (%s), last %zu bytes:\n%s\n", label, path, max,
             s ? s + (l > max ? l - max : 0) : "(none)");
 }
