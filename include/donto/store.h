@@ -124,6 +124,8 @@ typedef struct donto_submit_result {
     char **text;          /* optional [n], caller-allocated and zeroed: for each item
                            * newly stored (not a repeat), its text (heap; the caller
                            * frees); NULL: not wanted. The verifier needs them. */
+    const char *text_model; /* with text: only items queued for this model get one
+                             * (NULL: any model) */
 } donto_submit_result;
 
 /* embedded: vectors stored; pending: queued and ready (never leased, released

@@ -1,13 +1,17 @@
 /*
  * donto-accel: the embedding worker (`donto-embed work`): leases texts from
  * a coordinator (docs/protocol.md), embeds them with the local encoder and
- * submits the vectors, pipelined over three threads:
+ * submits the vectors, pipelined over three threads, plus a heartbeat:
  *
  *   lease thread   keeps one batch leased ahead of the engine;
  *   engine (caller) embeds batch after batch, never waiting on the network
  *                  while a leased batch is ready;
  *   submit thread  sends results (vector_b64 + lease_id; JSON numbers when a
- *                  legacy server answers 400 to base64) in the background.
+ *                  legacy server answers 400 to base64) in the background;
+ *   heartbeat      extends the leases it holds (POST /extend) at a third of
+ *                  the lease's TTL, so a slow batch is not leased again.
+ * Items rejected lease_expired halve the lease size; 429 waits Retry-After;
+ * 401/403 (revoked, suspended) stop the worker.
  *
  * Errors back off with jitter (up to 60 s); at most one /report per minute;
  * a log line per minute. donto_worker_stop() (async-signal-safe, called from

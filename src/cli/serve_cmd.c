@@ -231,6 +231,15 @@ static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
     if (model_dir) {
         rname = donto_recall_model_name(model_dir, model_name);
         rprefix = index ? strdup(index) : donto_recall_default_prefix(cfg.db_url);
+        if (cfg.verified_only && !index && rprefix) {
+            /* Its own index files: one of verified vectors only must not
+             * overwrite (and be rebuilt from) the one of all vectors. */
+            size_t n = strlen(rprefix) + sizeof ".verified";
+            char *v = malloc(n);
+            if (v) snprintf(v, n, "%s.verified", rprefix);
+            free(rprefix);
+            rprefix = v;
+        }
         donto_recall_opts ro = {.model_name = rname, .index_prefix = rprefix, .ann_min = (size_t)ann_min};
         if (donto_encoder_open(model_dir, NULL, &enc, &err) || donto_recall_open(enc, &ro, &rec, &err)) {
             fprintf(stderr, "donto-embed serve: --model %s: %s\n", model_dir, err.msg);

@@ -756,7 +756,10 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int kin
     }
     nv = k;
     if (kind == ITEMS_SUBMIT) {
-        donto_submit_result res = {.upserted = 0, .reject = rej, .text = texts};
+        /* Texts come back only for items queued for the verifier's model: a
+         * legacy submit names no model, and another model's vector cannot
+         * be checked against ours. */
+        donto_submit_result res = {.upserted = 0, .reject = rej, .text = texts, .text_model = c->verify_model};
         if (nv && donto_store_submit(s, who, si, nv, now, &res, &e)) {
             a = failure("submit", "store_error", &e);
             goto done;
@@ -764,7 +767,9 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int kin
         size_t expired = 0;
         for (size_t j = 0; j < nv; j++) {
             if (rej[j] != DONTO_REJECT_NONE) q.items[idx[j]].reason = donto_proto_reject_code(rej[j]);
-            expired += rej[j] == DONTO_REJECT_LEASE_EXPIRED;
+            /* A batch that outlived its lease: a stale lease_id, or (a legacy
+             * worker sends none) an item of its that was leased again. */
+            expired += rej[j] == DONTO_REJECT_LEASE_EXPIRED || (rej[j] == DONTO_REJECT_NOT_LEASED && si[j].lease_id == 0);
         }
         limits_settled(c->limits, r->token, who, res.upserted - res.repeated + expired, expired, now);
         if (c->verify) verify_sample(c, r, who, &q, idx, si, texts, nv);

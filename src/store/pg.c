@@ -694,7 +694,8 @@ static int pg_submit_once(pg_store *s, const char *worker_id, const donto_submit
             if (!repeat) {
                 accept[i] = 1;
                 nacc++;
-                if (res->text && best[i] >= 0) res->text[i] = sdup(q, best[i], 4);
+                if (res->text && best[i] >= 0 && (!res->text_model || !strcmp(res->text_model, model[i])))
+                    res->text[i] = sdup(q, best[i], 4);
             }
         }
         res->reject[i] = v;

@@ -510,7 +510,7 @@ static int sq_submit(donto_store *b, const char *worker_id, const donto_submit_i
             bind_text(st, 2, it->item_id);
             bind_text(st, 3, model);
             if (sq_run(s, st, "submit: delete from queue", err)) goto fail_model;
-            if (res->text && !repeat) {
+            if (res->text && !repeat && (!res->text_model || !strcmp(res->text_model, model))) {
                 res->text[i] = text;
                 text = NULL;
             }
