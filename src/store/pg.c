@@ -43,7 +43,7 @@ enum {
     Q_SUB_WRITE, Q_CONTRIB, Q_MINUTE, Q_SERIES, Q_MIN_PRUNE, Q_RELEASE, Q_REPORT, Q_STATS_VEC, Q_STATS_QUEUE,
     Q_SINCE, Q_CONTRIB_LIST, Q_REPORTS, Q_TOK_ADD, Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST,
     Q_MIG_HAS, Q_MIG_ADD, Q_VEC_MARK, Q_VEC_PAGE, Q_REPORT_PRUNE, Q_EXTEND, Q_CHECK_VEC, Q_CHECK_TOK,
-    Q_SUSP_REQUEUE, Q_SUSP_DELETE, Q_SUSP_RELEASE, Q_SUSP_TOK, Q_SUSP_REPORT, Q_UNSUSP, Q_N
+    Q_SUSP_WITHDRAW, Q_SUSP_RELEASE, Q_SUSP_TOK, Q_SUSP_REPORT, Q_UNSUSP, Q_N
 };
 
 /* A token's trust record, in the order trust_cols() reads it. */
@@ -153,11 +153,15 @@ static const struct {
     [Q_CHECK_TOK] = {"UPDATE tokens SET checks = checks + $2, failed = failed + $3, streak = "
                      "CASE WHEN $3::bigint > 0 THEN $4::bigint ELSE streak + $4::bigint END WHERE name = $1",
                      4},
-    [Q_SUSP_REQUEUE] = {"INSERT INTO queue (target, item_id, model, text) SELECT target, item_id, model, "
-                        "text FROM vectors WHERE token = $1 AND verified = 0 AND text IS NOT NULL "
-                        "ON CONFLICT DO NOTHING",
-                        1},
-    [Q_SUSP_DELETE] = {"DELETE FROM vectors WHERE token = $1 AND verified = 0 AND text IS NOT NULL", 1},
+    /* One statement, so one snapshot: exactly the vectors deleted are queued
+     * again. (Two statements would each take their own snapshot under READ
+     * COMMITTED, and a submit committing between them would have its
+     * vectors deleted without their items queued: lost.) */
+    [Q_SUSP_WITHDRAW] = {"WITH w AS (DELETE FROM vectors WHERE token = $1 AND verified = 0 AND text IS NOT NULL "
+                         "RETURNING target, item_id, model, text), "
+                         "q AS (INSERT INTO queue (target, item_id, model, text) SELECT target, item_id, model, "
+                         "text FROM w ON CONFLICT DO NOTHING) SELECT count(*) FROM w",
+                         1},
     [Q_SUSP_RELEASE] = {"UPDATE queue SET lease_owner = NULL, lease_expires = 0 WHERE "
                         "lease_owner >= $1 || '/' AND lease_owner < $1 || '0' AND lease_expires > $2",
                         2},
@@ -1215,8 +1219,13 @@ static int pg_suspend(donto_store *b, const char *token, const char *reason, int
     p_text(&rel, token);
     p_i64(&rel, now_ms);
     if (pg_cmd(s, "BEGIN", err)) goto out;
-    if (pg_step(s, Q_SUSP_REQUEUE, &t, "suspend: queue again", NULL, err)) goto out;
-    if (pg_step(s, Q_SUSP_DELETE, &t, "suspend: withdraw vectors", &w, err)) goto out;
+    PGresult *wr = pg_q(s, Q_SUSP_WITHDRAW, &t, "suspend: withdraw vectors and queue their items again", err);
+    if (!wr) {
+        pg_abort(s);
+        goto out;
+    }
+    w = (size_t)i64(wr, 0, 0);
+    PQclear(wr);
     if (pg_step(s, Q_SUSP_RELEASE, &rel, "suspend: release leases", NULL, err)) goto out;
     pgp r = {0};
     p_text(&r, token);

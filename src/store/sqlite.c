@@ -100,6 +100,9 @@ static const char *const SQL[Q_N] = {
                     "(?3 IS NULL OR model = ?3) AND token = ?4 AND lease_id IS ?5",
     [Q_CHECK_TOK] = "UPDATE tokens SET checks = checks + ?2, failed = failed + ?3, streak = "
                     "CASE WHEN ?3 > 0 THEN ?4 ELSE streak + ?4 END WHERE name = ?1",
+    /* Queue again, then delete: two statements, safe here because the
+     * transaction holds the write lock (no submit commits in between;
+     * pg.c needs one statement for that). */
     [Q_SUSP_REQUEUE] = "INSERT INTO queue (target, item_id, model, text) SELECT target, item_id, model, "
                        "text FROM vectors WHERE token = ?1 AND verified = 0 AND text IS NOT NULL "
                        "ON CONFLICT DO NOTHING",
