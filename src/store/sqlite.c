@@ -96,8 +96,10 @@ static const char *const SQL[Q_N] = {
                  "item_id = ?2 AND (?3 IS NULL OR model = ?3) AND lease_owner = ?4 AND "
                  "(?5 = 0 OR lease_id = ?5)",
     /* Trust (migration 7, docs/trust.md). */
+    /* "+token": not the vectors_token index (it would scan every vector of
+     * the token, per check), the primary key (target, item_id, ...). */
     [Q_CHECK_VEC] = "UPDATE vectors SET verified = 1 WHERE target = ?1 AND item_id = ?2 AND "
-                    "(?3 IS NULL OR model = ?3) AND token = ?4 AND lease_id IS ?5",
+                    "(?3 IS NULL OR model = ?3) AND +token = ?4 AND lease_id IS ?5",
     [Q_CHECK_TOK] = "UPDATE tokens SET checks = checks + ?2, failed = failed + ?3, streak = "
                     "CASE WHEN ?3 > 0 THEN ?4 ELSE streak + ?4 END WHERE name = ?1",
     /* Queue again, then delete: two statements, safe here because the
