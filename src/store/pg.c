@@ -798,8 +798,13 @@ static int pg_submit(donto_store *b, const char *worker_id, const donto_submit_i
     }
 }
 
-static int pg_release_once(pg_store *s, const char *worker_id, const donto_submit_item *items,
-                           size_t n, size_t *count, donto_err *err) {
+/* Run q (release or extend) once per item in one transaction, with
+ * (target, item_id, model, worker_id, lease_id) and, when until >= 0, until
+ * as $6; count = rows changed. A deadlock or serialization failure rolls
+ * the whole transaction back and is tried again (up to three times). */
+static int pg_per_item_once(pg_store *s, int q, const char *step, const char *worker_id,
+                            const donto_submit_item *items, size_t n, int64_t until, size_t *count,
+                            donto_err *err) {
     *count = 0;
     if (pg_cmd(s, "BEGIN", err)) return -1;
     for (size_t i = 0; i < n; i++) {
@@ -809,7 +814,8 @@ static int pg_release_once(pg_store *s, const char *worker_id, const donto_submi
         p_text(&p, items[i].model);
         p_text(&p, worker_id);
         p_i64(&p, items[i].lease_id);
-        PGresult *r = pg_q(s, Q_RELEASE, &p, "release", err);
+        if (until >= 0) p_i64(&p, until);
+        PGresult *r = pg_q(s, q, &p, step, err);
         if (!r) return pg_abort(s);
         *count += changed(r);
         PQclear(r);
@@ -818,16 +824,20 @@ static int pg_release_once(pg_store *s, const char *worker_id, const donto_submi
     return 0;
 }
 
-static int pg_release(donto_store *b, const char *worker_id, const donto_submit_item *items,
-                      size_t n, size_t *released, donto_err *err) {
-    pg_store *s = (pg_store *)b;
-    size_t count = 0;
-    if (released) *released = 0;
+static int pg_per_item(pg_store *s, int q, const char *step, const char *worker_id,
+                       const donto_submit_item *items, size_t n, int64_t until, size_t *count, donto_err *err) {
+    *count = 0;
     if (pg_ready(s, err)) return -1;
     for (int attempt = 0;; attempt++) {
-        if (pg_release_once(s, worker_id, items, n, &count, err) == 0) break;
+        if (pg_per_item_once(s, q, step, worker_id, items, n, until, count, err) == 0) return 0;
         if (attempt == 2 || !retryable(s)) return -1;
     }
+}
+
+static int pg_release(donto_store *b, const char *worker_id, const donto_submit_item *items,
+                      size_t n, size_t *released, donto_err *err) {
+    size_t count = 0;
+    if (pg_per_item((pg_store *)b, Q_RELEASE, "release", worker_id, items, n, -1, &count, err)) return -1;
     if (released) *released = count;
     return 0;
 }
@@ -1139,26 +1149,7 @@ static int pg_vectors_page(donto_store *b, donto_target t, const char *model, in
 
 static int pg_extend(donto_store *b, const char *worker_id, const donto_submit_item *items, size_t n,
                      int64_t now_ms, int64_t ttl_ms, size_t *extended, donto_err *err) {
-    pg_store *s = (pg_store *)b;
-    if (pg_ready(s, err)) return -1;
-    size_t count = 0;
-    if (pg_cmd(s, "BEGIN", err)) return -1;
-    for (size_t i = 0; i < n; i++) {
-        pgp p = {0};
-        p_i64(&p, items[i].target);
-        p_text(&p, items[i].item_id);
-        p_text(&p, items[i].model);
-        p_text(&p, worker_id);
-        p_i64(&p, items[i].lease_id);
-        p_i64(&p, now_ms + ttl_ms);
-        PGresult *r = pg_q(s, Q_EXTEND, &p, "extend", err);
-        if (!r) return pg_abort(s);
-        count += changed(r);
-        PQclear(r);
-    }
-    if (pg_cmd(s, "COMMIT", err)) return pg_abort(s);
-    *extended = count;
-    return 0;
+    return pg_per_item((pg_store *)b, Q_EXTEND, "extend", worker_id, items, n, now_ms + ttl_ms, extended, err);
 }
 
 /* Run q with p inside the caller's transaction; -1 (rolled back) on failure. */
@@ -1175,16 +1166,11 @@ static int pg_trust_record(donto_store *b, const char *token, const donto_check 
     pg_store *s = (pg_store *)b;
     (void)now_ms;
     if (pg_ready(s, err)) return -1;
-    int64_t passed = 0, failed = 0, tail = 0; /* tail: passes after the last failure */
+    int64_t passed, failed, tail;
+    donto_check_tally(checks, n, &passed, &failed, &tail);
     if (pg_cmd(s, "BEGIN", err)) return -1;
     for (size_t i = 0; i < n; i++) {
-        if (!checks[i].pass) {
-            failed++;
-            tail = 0;
-            continue;
-        }
-        passed++;
-        tail++;
+        if (!checks[i].pass) continue;
         pgp p = {0};
         p_i64(&p, checks[i].target);
         p_text(&p, checks[i].item_id);

@@ -563,13 +563,14 @@ fail:
     return sq_abort(s);
 }
 
-static int sq_release(donto_store *b, const char *worker_id, const donto_submit_item *items,
-                      size_t n, size_t *released, donto_err *err) {
-    sq_store *s = (sq_store *)b;
-    size_t count = 0;
-    if (released) *released = 0;
+/* Run q (release or extend) once per item in one transaction, binding
+ * (target, item_id, model, worker_id, lease_id) and, when until >= 0, until
+ * as ?6; count = rows changed. */
+static int sq_per_item(sq_store *s, int q, const char *step, const char *worker_id,
+                       const donto_submit_item *items, size_t n, int64_t until, size_t *count, donto_err *err) {
+    *count = 0;
     if (sq_begin(s, err)) return -1;
-    sqlite3_stmt *st = sq_get(s, Q_RELEASE, err);
+    sqlite3_stmt *st = sq_get(s, q, err);
     if (!st) return sq_abort(s);
     for (size_t i = 0; i < n; i++) {
         sqlite3_bind_int(st, 1, items[i].target);
@@ -577,10 +578,17 @@ static int sq_release(donto_store *b, const char *worker_id, const donto_submit_
         bind_text(st, 3, items[i].model);
         bind_text(st, 4, worker_id);
         sqlite3_bind_int64(st, 5, items[i].lease_id);
-        if (sq_run(s, st, "release", err)) return sq_abort(s);
-        count += (size_t)sqlite3_changes(s->db);
+        if (until >= 0) sqlite3_bind_int64(st, 6, until);
+        if (sq_run(s, st, step, err)) return sq_abort(s);
+        *count += (size_t)sqlite3_changes(s->db);
     }
-    if (sq_commit(s, err)) return -1;
+    return sq_commit(s, err);
+}
+
+static int sq_release(donto_store *b, const char *worker_id, const donto_submit_item *items,
+                      size_t n, size_t *released, donto_err *err) {
+    size_t count = 0;
+    if (sq_per_item((sq_store *)b, Q_RELEASE, "release", worker_id, items, n, -1, &count, err)) return -1;
     if (released) *released = count;
     return 0;
 }
@@ -881,40 +889,18 @@ static int sq_vectors_page(donto_store *b, donto_target t, const char *model, in
 
 static int sq_extend(donto_store *b, const char *worker_id, const donto_submit_item *items, size_t n,
                      int64_t now_ms, int64_t ttl_ms, size_t *extended, donto_err *err) {
-    sq_store *s = (sq_store *)b;
-    size_t count = 0;
-    if (sq_begin(s, err)) return -1;
-    sqlite3_stmt *st = sq_get(s, Q_EXTEND, err);
-    if (!st) return sq_abort(s);
-    for (size_t i = 0; i < n; i++) {
-        sqlite3_bind_int(st, 1, items[i].target);
-        bind_text(st, 2, items[i].item_id);
-        bind_text(st, 3, items[i].model);
-        bind_text(st, 4, worker_id);
-        sqlite3_bind_int64(st, 5, items[i].lease_id);
-        sqlite3_bind_int64(st, 6, now_ms + ttl_ms);
-        if (sq_run(s, st, "extend", err)) return sq_abort(s);
-        count += (size_t)sqlite3_changes(s->db);
-    }
-    if (sq_commit(s, err)) return -1;
-    *extended = count;
-    return 0;
+    return sq_per_item((sq_store *)b, Q_EXTEND, "extend", worker_id, items, n, now_ms + ttl_ms, extended, err);
 }
 
 static int sq_trust_record(donto_store *b, const char *token, const donto_check *checks, size_t n,
                            int64_t now_ms, donto_err *err) {
     sq_store *s = (sq_store *)b;
     (void)now_ms;
-    int64_t passed = 0, failed = 0, tail = 0; /* tail: passes after the last failure */
+    int64_t passed, failed, tail;
+    donto_check_tally(checks, n, &passed, &failed, &tail);
     if (sq_begin(s, err)) return -1;
     for (size_t i = 0; i < n; i++) {
-        if (!checks[i].pass) {
-            failed++;
-            tail = 0;
-            continue;
-        }
-        passed++;
-        tail++;
+        if (!checks[i].pass) continue;
         sqlite3_stmt *st = sq_get(s, Q_CHECK_VEC, err);
         if (!st) return sq_abort(s);
         sqlite3_bind_int(st, 1, checks[i].target);

@@ -148,6 +148,19 @@ donto_reject donto_submit_verdict_stored(const char *worker_id, int64_t given_le
 
 char *donto_strdup_or_null(const char *s) { return s ? donto_xstrdup(s) : NULL; }
 
+void donto_check_tally(const donto_check *checks, size_t n, int64_t *passed, int64_t *failed, int64_t *tail) {
+    *passed = *failed = *tail = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (checks[i].pass) {
+            ++*passed;
+            ++*tail;
+        } else {
+            ++*failed;
+            *tail = 0;
+        }
+    }
+}
+
 void donto_lease_batch_free(donto_lease_batch *b) {
     if (!b) return;
     for (size_t i = 0; i < b->n; i++) {

@@ -33,6 +33,11 @@ donto_reject donto_submit_verdict_stored(const char *worker_id, int64_t given_le
 
 char *donto_strdup_or_null(const char *s);
 
+/* A batch of checks, for the token's record: passed, failed, and tail =
+ * the passes after the last failure (the new streak when failed > 0, else
+ * what the streak grows by). Shared so both backends count alike. */
+void donto_check_tally(const donto_check *checks, size_t n, int64_t *passed, int64_t *failed, int64_t *tail);
+
 /* The store's own migrations (src/store/migrations.c). */
 extern const donto_migrations DONTO_STORE_MIGRATIONS;
 
