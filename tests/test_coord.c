@@ -1499,6 +1499,224 @@ out:
     CHECK(system(cmd) == 0, "clean up");
 }
 
+/* Replication (serve --replicate 2, no verifier): an untrusted token's
+ * vectors wait as replicas; other tokens' leases carry them (at most half a
+ * batch) like ordinary items; two agreeing tokens mark the stored vector
+ * verified; a token whose vote disagrees with the quorum is suspended and
+ * its unverified vectors withdrawn; replicas never reach the store. */
+static unsigned item_seed(const char *id) {
+    unsigned h = 2166136261u;
+    for (; *id; id++) h = (h ^ (unsigned char)*id) * 16777619u;
+    return h;
+}
+
+static long submit_vecs(const char *tok, const char *w, json_t *batch, int honest, json_t **out) {
+    json_t *items = json_array();
+    size_t i;
+    json_t *it;
+    json_array_foreach(batch, i, it) {
+        float v[384];
+        unit(v, 384, honest ? item_seed(jstr(it, "item_id")) : 50000u + (unsigned)i);
+        char *b64 = donto_proto_f32_b64(v, 384);
+        json_array_append_new(items, json_pack("{s:O, s:O, s:O, s:s, s:s}", "target", json_object_get(it, "target"),
+                                               "item_id", json_object_get(it, "item_id"), "lease_id",
+                                               json_object_get(it, "lease_id"), "model", VERIFY_MODEL,
+                                               "vector_b64", b64));
+        free(b64);
+    }
+    char *body = dumps(json_pack("{s:s, s:o}", "worker_id", w, "items", items));
+    long st = http("POST", "/submit", tok, body, out);
+    free(body);
+    return st;
+}
+
+/* GET path's body as text (heap; NULL unless 200). */
+static char *http_text(const char *path, const char *token) {
+    CURL *c = curl_easy_init();
+    char url[256], auth[256];
+    snprintf(url, sizeof url, "%s://127.0.0.1:%d%s%s", g_scheme, g_port, g_base, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    struct curl_slist *h = curl_slist_append(NULL, auth);
+    buf b = {NULL, 0};
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (status != 200) free(b.p), b.p = NULL;
+    return b.p;
+}
+
+static int64_t replication_num(const char *k) {
+    json_t *j = NULL;
+    long st = http("GET", "/stats", TOK_A, NULL, &j);
+    json_t *v = st == 200 ? json_object_get(j, "replication") : NULL;
+    int64_t n = v ? json_integer_value(json_object_get(v, k)) : -1;
+    json_decref(j);
+    return n;
+}
+
+/* Items of batch with ids v<lo>..v<hi>. */
+static int has_ids(json_t *batch, int lo, int hi) {
+    size_t i;
+    json_t *it;
+    int n = 0;
+    json_array_foreach(batch, i, it) {
+        int k = atoi(jstr(it, "item_id") + 1);
+        n += k >= lo && k <= hi;
+    }
+    return n;
+}
+
+static long long verified_of(donto_store *s, const char *token) {
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM vectors WHERE token = '%s' AND verified = 1", token);
+    return raw_count(s, sql, NULL);
+}
+
+static void test_replication(void) {
+    fprintf(stderr, "-- replication\n");
+    char root[] = "/tmp/donto-coord-repl-XXXXXX";
+    if (!mkdtemp(root)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char db[128];
+    snprintf(db, sizeof db, "%s/q.db", root);
+    donto_store *s = NULL;
+    donto_err e = {0};
+    if (donto_store_open(db, &s, &e) || donto_store_migrate(s, &e)) {
+        CHECK(0, "setup: %s", e.msg);
+        donto_store_close(s);
+        return;
+    }
+    enum { NITEMS = 40 };
+    donto_enqueue_item q[NITEMS];
+    char ids[NITEMS][16];
+    for (int i = 0; i < NITEMS; i++) {
+        snprintf(ids[i], sizeof ids[i], "v%02d", i);
+        q[i] = (donto_enqueue_item){DONTO_TARGET_CLAIM, ids[i], "some text", VERIFY_MODEL};
+    }
+    size_t added = 0;
+    CHECK(donto_store_enqueue(s, q, NITEMS, &added, &e) == 0 && added == NITEMS, "enqueue: %s", e.msg);
+    const char *toks[] = {"r1-token-0123456789", "r2-token-0123456789", "r3-token-0123456789",
+                          "bad-token-0123456789", TOK_A};
+    const char *names[] = {"r1", "r2", "r3", "bad", "admin"};
+    for (int i = 0; i < 5; i++) {
+        uint8_t h[32];
+        hash_of(toks[i], h);
+        CHECK(donto_store_token_add(s, names[i], i == 4 ? DONTO_ROLE_ADMIN : DONTO_ROLE_CONTRIBUTOR, h, g_clock_ms,
+                                    &e) == 0,
+              "%s", e.msg);
+    }
+    donto_coord_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.listen = "127.0.0.1:0";
+    cfg.threads = 2;
+    cfg.pool = 3;
+    cfg.db_url = db;
+    cfg.lease_ttl_ms = 600000;
+    cfg.version = "test";
+    cfg.lease_per_s = -1;
+    cfg.replicate = 2;
+    cfg.trust_after = 4; /* a token with 4 replicas waiting is behind its checks */
+    donto_coord *c = NULL;
+    CHECK(donto_coord_start(&cfg, &c, &e) == 0, "start: %s", e.msg);
+    if (!c) goto out;
+    g_port = donto_coord_port(c);
+
+    /* A. r1 (untrusted) stores v00-v07: 8 replicas wait, nothing verified;
+     * r1 is behind its checks and no replica is there for it: 429. */
+    json_t *j = lease_as(toks[0], "w", 8), *r = NULL;
+    CHECK(json_array_size(json_object_get(j, "batch")) == 8, "r1 leases 8 real items");
+    long st = submit_vecs(toks[0], "w", json_object_get(j, "batch"), 1, &r);
+    CHECK(st == 200 && json_integer_value(json_object_get(r, "upserted")) == 8, "r1 submits: %ld", st);
+    json_decref(j), json_decref(r);
+    CHECK(replication_num("waiting") == 8 && replication_num("added") == 8, "8 replicas wait (%lld)",
+          (long long)replication_num("waiting"));
+    CHECK(verified_of(s, "r1") == 0, "nothing of r1's verified yet");
+    st = http("POST", "/lease", toks[0], "{\"worker_id\": \"w\", \"n\": 8, \"target\": \"claim\"}", &j);
+    CHECK_ERR(st, j, 429, "rate_limited");
+    json_decref(j);
+
+    /* B. r2 leases 2: one replica (v00) and one real item (v08). */
+    j = lease_as(toks[1], "w", 2);
+    json_t *b = json_object_get(j, "batch");
+    CHECK(json_array_size(b) == 2 && has_ids(b, 0, 0) == 1 && has_ids(b, 8, 8) == 1, "r2's first batch: v00 + v08");
+    int64_t before = embedded_total(s);
+    st = submit_vecs(toks[1], "w", b, 1, &r);
+    CHECK(st == 200 && json_integer_value(json_object_get(r, "upserted")) == 2 && !json_object_get(r, "rejected"),
+          "r2's submit, the replica answered as stored: %ld", st);
+    CHECK(embedded_total(s) == before + 1, "the replica did not reach the store");
+    CHECK(verified_of(s, "r1") == 1, "r1's agreed vector is verified");
+    json_decref(j), json_decref(r);
+
+    /* C. r1, still behind, may vote: its lease carries r2's replica only. */
+    j = lease_as(toks[0], "w", 8);
+    b = json_object_get(j, "batch");
+    CHECK(json_array_size(b) == 1 && has_ids(b, 8, 8) == 1, "a token behind its checks gets replicas only: %zu items",
+          json_array_size(b));
+    st = submit_vecs(toks[0], "w", b, 1, &r);
+    CHECK(st == 200 && verified_of(s, "r2") == 1, "r1's vote verifies r2's v08: %ld", st);
+    json_decref(j), json_decref(r);
+
+    /* D. r2 leases 8: half of it replicas (r1's v01-v04), half real. */
+    j = lease_as(toks[1], "w", 8);
+    b = json_object_get(j, "batch");
+    CHECK(json_array_size(b) == 8 && has_ids(b, 1, 4) == 4 && has_ids(b, 9, 12) == 4,
+          "r2's batch: v01-v04 as replicas, v09-v12");
+    st = submit_vecs(toks[1], "w", b, 1, &r);
+    CHECK(st == 200 && verified_of(s, "r1") == 5, "r1's v00-v04 verified: %lld", verified_of(s, "r1"));
+    json_decref(j), json_decref(r);
+    CHECK(replication_num("agreed") == 6 && replication_num("waiting") == 7, "agreed %lld waiting %lld",
+          (long long)replication_num("agreed"), (long long)replication_num("waiting"));
+
+    /* E. bad gets the 4 oldest replicas (r1's v05-v07, r2's v09) and answers
+     * with random vectors: no quorum yet, they wait for a third token. */
+    j = lease_as(toks[3], "w", 8);
+    b = json_object_get(j, "batch");
+    CHECK(json_array_size(b) == 8 && has_ids(b, 5, 7) == 3 && has_ids(b, 9, 9) == 1, "bad's batch");
+    st = submit_vecs(toks[3], "w", b, 0, &r);
+    CHECK(st == 200 && token_suspended(s, "bad") == 0, "bad's submit: %ld, not suspended yet", st);
+    json_decref(j), json_decref(r);
+    CHECK(raw_count(s, "SELECT count(*) FROM vectors WHERE token = 'bad'", NULL) == 4, "bad stored its 4 real items");
+
+    /* F. r3 breaks the ties: the first decided suspends bad, which withdraws
+     * its vectors and its votes from the other three (decided by their
+     * origin and r3 alone). */
+    j = lease_as(toks[2], "w", 8);
+    b = json_object_get(j, "batch");
+    CHECK(has_ids(b, 5, 7) == 3 && has_ids(b, 9, 9) == 1, "r3 gets the 4 disputed replicas");
+    st = submit_vecs(toks[2], "w", b, 1, &r);
+    CHECK(st == 200, "r3's submit: %ld", st);
+    json_decref(j), json_decref(r);
+    CHECK(token_suspended(s, "bad") == 1, "bad is suspended");
+    CHECK(raw_count(s, "SELECT count(*) FROM vectors WHERE token = 'bad'", NULL) == 0, "bad's vectors withdrawn");
+    CHECK(verified_of(s, "r1") == 8 && verified_of(s, "r2") == 2, "r1's 8 and r2's v08, v09 verified");
+    CHECK(replication_num("disagreed") == 1 && replication_num("agreed") == 9, "disagreed %lld agreed %lld",
+          (long long)replication_num("disagreed"), (long long)replication_num("agreed"));
+    CHECK(token_suspended(s, "r1") == 0 && token_suspended(s, "r2") == 0 && token_suspended(s, "r3") == 0,
+          "no honest token flagged");
+    st = http("POST", "/lease", toks[3], "{\"worker_id\": \"w\", \"n\": 1}", &j);
+    CHECK_ERR(st, j, 403, "suspended");
+    CHECK(strstr(jstr(j, "message"), "disagreed") != NULL, "the 403 names the reason: %s", jstr(j, "message"));
+    json_decref(j);
+    char *m = http_text("/metrics", TOK_A);
+    CHECK(m && strstr(m, "donto_embed_replicas_total{outcome=\"disagreed\"} 1"), "metrics count the replicas");
+    free(m);
+    donto_coord_stop(c, 5);
+out:
+    donto_store_close(s);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    CHECK(system(cmd) == 0, "clean up");
+}
+
 static int main_pg(void) {
     const char *url = getenv("DONTO_TEST_PG_URL");
     CHECK(url != NULL, "DONTO_TEST_PG_URL not set (run through scripts/pg-test-server)");
@@ -1558,6 +1776,7 @@ int main(int argc, char **argv) {
         donto_coord_stop(c, 5);
         test_token_limits(path);
         test_verification();
+        test_replication();
     } else {
         CHECK(0, "sqlite store: %s", e.msg);
     }

@@ -43,11 +43,13 @@
  *
  *   test_trust_e2e [pg] MODEL_DIR CORPUS.jsonl [--attacker EXE] [--legacy PY]
  *                  [--python EXE] [--n N] [--turncoat-after N] [--verify on|off]
- *                  [--seed S] [--deadline SECS]
+ *                  [--seed S] [--deadline SECS] [--replicate N]
  *
  * `--verify off` runs the same scenario with verification off: the checks
  * then fail (attackers not suspended, their vectors stored): the test shows
- * what it catches. Exit 77 (skipped) when the model or corpus is missing. */
+ * what it catches; `--replicate 2` adds replication (untrusted tokens'
+ * items are checked by other tokens' votes instead of the verifier) and
+ * turns canaries off, so that the votes are what catches them. Exit 77 (skipped) when the model or corpus is missing. */
 #define _GNU_SOURCE
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -81,6 +83,7 @@ static char g_exe[1024], g_attacker[1024], g_legacy[1024], g_python[1024] = "pyt
 static char g_dir[256], g_db[1200], g_log[1300], g_model[1024], g_model_name[256], g_url[128];
 static char g_admin[80];
 static const char *g_verify = "on";
+static const char *g_replicate = "1"; /* serve --replicate (1: off) */
 static int g_pg, g_n = 5000, g_turn = 2000;
 static unsigned long g_seed = 15;
 static double g_deadline = 780, g_t0;
@@ -204,7 +207,14 @@ static int serve_start(void) {
     snprintf(seed, sizeof seed, "%lu", g_seed);
     char *argv[] = {g_exe, "serve", "--db", g_db, "--listen", "127.0.0.1:0", "--threads", "4", "--pool", "4",
                     "--lease-ttl", LEASE_TTL, "--drain", "10", "--model", g_model, "--verify", (char *)g_verify,
-                    "--verify-seed", seed, NULL};
+                    "--verify-seed", seed, "--replicate", (char *)g_replicate, NULL, NULL, NULL};
+    /* With replication, no canaries: the votes are what catches an
+     * untrusted attacker (a canary would, in its first submit). */
+    if (strcmp(g_replicate, "1")) {
+        size_t k = 0;
+        while (argv[k]) k++;
+        argv[k] = "--canary-rate", argv[k + 1] = "0";
+    }
     g_serve = spawn(argv, NULL, g_log);
     if (g_serve < 0) return -1;
     double end = donto_now() + 120; /* loading the model on a busy machine */
@@ -693,7 +703,8 @@ static void check_all(double run_s) {
 
 static void usage(void) {
     fprintf(stderr, "usage: test_trust_e2e [pg] MODEL_DIR CORPUS.jsonl [--attacker EXE] [--legacy PY] [--python EXE]\n"
-                    "                      [--n N] [--turncoat-after N] [--verify on|off] [--seed S] [--deadline SECS]\n");
+                    "                      [--n N] [--turncoat-after N] [--verify on|off] [--seed S] [--deadline SECS]\n"
+                    "                      [--replicate N]\n");
 }
 
 int main(int argc, char **argv) {
@@ -729,6 +740,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--n")) g_n = atoi(v);
         else if (!strcmp(o, "--turncoat-after")) g_turn = atoi(v);
         else if (!strcmp(o, "--verify")) g_verify = v;
+        else if (!strcmp(o, "--replicate")) g_replicate = v;
         else if (!strcmp(o, "--seed")) g_seed = strtoul(v, NULL, 10);
         else if (!strcmp(o, "--deadline")) g_deadline = atof(v);
         else {

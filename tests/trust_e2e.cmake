@@ -38,3 +38,13 @@ foreach(backend sqlite pg)
     SKIP_RETURN_CODE 77
     ENVIRONMENT "DONTO_SOURCE_DIR=${PROJECT_SOURCE_DIR};DONTO_BUILD_DIR=${PROJECT_BINARY_DIR};PG_TEST_TIMEOUT=870")
 endforeach()
+# The same on SQLite with replication on (serve --replicate 2): an untrusted
+# token's items are checked by other tokens' votes, not the verifier.
+add_test(NAME trust_e2e_replicate COMMAND $<TARGET_FILE:test_trust_e2e> ${PROJECT_SOURCE_DIR}/models/all-MiniLM-L6-v2
+         ${PROJECT_SOURCE_DIR}/corpus/claims.jsonl --attacker $<TARGET_FILE:trust_attacker>
+         --legacy ${CMAKE_CURRENT_SOURCE_DIR}/legacy_worker.py --python ${_trust_py} --replicate 2)
+set_tests_properties(trust_e2e_replicate PROPERTIES
+  TIMEOUT 900
+  LABELS "coord;e2e"
+  SKIP_RETURN_CODE 77
+  ENVIRONMENT "DONTO_SOURCE_DIR=${PROJECT_SOURCE_DIR};DONTO_BUILD_DIR=${PROJECT_BINARY_DIR}")

@@ -5,3 +5,5 @@ set_tests_properties(test_verify PROPERTIES TIMEOUT 120 LABELS coord)
 set_tests_properties(test_trust PROPERTIES TIMEOUT 120 LABELS coord)
 # test_canary: the canary items (src/coord/canary.c).
 set_tests_properties(test_canary PROPERTIES TIMEOUT 60 LABELS coord)
+# test_replica: replication (src/coord/replica.c, serve --replicate).
+set_tests_properties(test_replica PROPERTIES TIMEOUT 60 LABELS coord)

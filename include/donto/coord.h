@@ -77,6 +77,10 @@ typedef struct donto_coord_config {
     uint64_t verify_seed;          /* 0: random; else the sampling is reproducible */
     double canary_rate;            /* canary items (docs/trust.md): how often a trusted token's
                                     * lease answer carries one; 0: 0.1, < 0: no canaries */
+    int replicate;                 /* replication (docs/trust.md): an untrusted token's vectors
+                                    * (and, without a verifier, a trusted token's sampled ones)
+                                    * are accepted when this many tokens agree; 0 or 1: off, 2-3 */
+    int replica_cap;               /* replicas waiting at once; 0: 8192 */
     /* Fair limits per token; 0: the default, < 0: no limit. */
     double lease_per_s;
     double report_per_min;

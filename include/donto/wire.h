@@ -153,6 +153,13 @@ typedef struct donto_stats_extra {
     int have_verify;
     int64_t verify_queued, verify_done, verify_passed, verify_failed, verify_dropped;
     int64_t canary_pool, canary_out, canary_passed, canary_failed; /* canary items */
+    /* Replication (serve --replicate): replicas waiting and out now; since
+     * start: added, refused (the set was full), decided with every vote
+     * agreeing, decided with some vote failing, dropped (no quorum), handed
+     * to the verifier (no other token took them in time). */
+    int have_replicas;
+    int64_t replicas_waiting, replicas_out, replicas_added, replicas_refused, replicas_agreed, replicas_disagreed,
+        replicas_dropped, replicas_stale;
 } donto_stats_extra;
 char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], const donto_stats_extra *x);
 /* One token and its trust record as a JSON object (`token list --json`). */

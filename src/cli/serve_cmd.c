@@ -134,8 +134,15 @@ int donto_serve_cmd(int argc, char **argv) {
         {DONTO_OPT_DOUBLE, "canary-rate", 0, &canary_rate, .fmin = 0, .fmax = 1, .metavar = "P",
          .help = "share of a trusted token's lease answers that carry a canary item\n"
                  "(checked at no cost; an untrusted token's always do; default 0.1; 0: none)"},
+        {DONTO_OPT_INT, "replicate", 0, &cfg.replicate, .min = 1, .max = 3, .metavar = "N",
+         .help = "replication: an untrusted token's vectors are also embedded by other\n"
+                 "tokens and accepted when N agree (2 or 3; default 1: off); without a\n"
+                 "verifier, a trusted token's sampled vectors too (docs/trust.md)"},
+        {DONTO_OPT_INT, "replica-cap", 0, &cfg.replica_cap, .min = 1, .max = 1 << 22, .metavar = "N",
+         .help = "replicas waiting at once; past it items are checked by the verifier,\n"
+                 "or not at all (default 8192)"},
         {DONTO_OPT_FLAG, "verified-only", 0, &cfg.verified_only,
-         .help = "recall answers from vectors the coordinator verified only"},
+         .help = "recall answers from verified vectors only (checked by the coordinator's\nengine or by a quorum of replicas)"},
         {DONTO_OPT_DOUBLE, "lease-rate", 0, &lease_rate, .fmin = 0, .fmax = 1e6, .metavar = "R",
          .help = "lease requests per second per token (default 50; 0: no limit)"},
         {DONTO_OPT_DOUBLE, "report-rate", 0, &report_rate, .fmin = 0, .fmax = 1e6, .metavar = "R",

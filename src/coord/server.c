@@ -48,6 +48,7 @@
 #include "donto/coord.h"
 #include "donto/wire.h"
 #include "canary.h"
+#include "replica.h"
 #include "limits.h"
 #include "trust.h"
 #include "verify.h"
@@ -200,6 +201,7 @@ struct donto_coord {
     canary_set *canaries; /* NULL: none (no verifier, or --canary-rate 0) */
     _Atomic unsigned long long canary_passed, canary_failed;
     double canary_rate;   /* a trusted token's lease answer carries a canary this often */
+    replica_set *replicas; /* NULL: no replication (serve --replicate) */
     trust_params trust;
     pthread_mutex_t rng_mu;
     uint64_t rng;
@@ -448,6 +450,15 @@ static enum MHD_Result absorb(donto_coord *c, request *r, const char *data, size
 
 #define SWEEP_AFTER_S 5.0
 
+/* Replication: tokens that must agree at most, replicas waiting at once, and
+ * how long one waits for another token before the verifier (if any) checks
+ * it instead (a lone contributor is not stalled for want of a second). */
+#define REPLICA_QUORUM_MAX 3
+#define REPLICA_CAP_DEFAULT 8192
+#define REPLICA_STALE_MS 30000
+#define REPLICA_SWEEP_S 5.0
+
+
 static double mono_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -478,14 +489,12 @@ static void sweep_add(donto_coord *c, const char *token) {
 /* A failed check (a re-embedded item, or a canary: what = "canary "):
  * suspend token, withdrawing its unverified vectors, unless this process
  * just did (the second sweep follows anyway). On the caller's handle. */
-static void suspend_for(donto_coord *c, donto_store *s, const char *token, const char *what, donto_target t,
-                        const char *item_id, const char *worker, float cosine, int64_t now) {
+static void suspend_reason(donto_coord *c, donto_store *s, const char *token, const char *reason, int64_t now) {
     if (sweep_pending(c, token)) return;
-    char reason[256];
-    snprintf(reason, sizeof reason,
-             "the vector of %s%s %.60s from worker %.60s did not match the coordinator's own (cosine %.4f, "
-             "at least %.4f needed)",
-             what, donto_target_name(t), item_id, worker, (double)cosine, (double)c->min_cosine);
+    /* Its replicas wait no more (their vectors are withdrawn below); its
+     * votes on others' no longer count. */
+    size_t own = replica_forget(c->replicas, token);
+    if (own) limits_checks_pending(c->limits, token, -(int64_t)own, now);
     int64_t withdrawn = 0;
     donto_err e = {0};
     if (donto_store_suspend(s, token, reason, now, &withdrawn, &e))
@@ -495,6 +504,37 @@ static void suspend_for(donto_coord *c, donto_store *s, const char *token, const
                   "queued again",
                   token, reason, (long long)withdrawn);
     sweep_add(c, token);
+}
+
+static void suspend_for(donto_coord *c, donto_store *s, const char *token, const char *what, donto_target t,
+                        const char *item_id, const char *worker, float cosine, int64_t now) {
+    char reason[256];
+    snprintf(reason, sizeof reason,
+             "the vector of %s%s %.60s from worker %.60s did not match the coordinator's own (cosine %.4f, "
+             "at least %.4f needed)",
+             what, donto_target_name(t), item_id, worker, (double)cosine, (double)c->min_cosine);
+    suspend_reason(c, s, token, reason, now);
+}
+
+/* A replica was decided (replica.h): record every vote's verdict (the
+ * origin's pass marks its stored vector verified) and suspend the tokens
+ * whose vectors disagreed with the quorum. On the caller's handle. */
+static void replica_verdicts(donto_coord *c, donto_store *s, const replica_result *res, int64_t now) {
+    for (size_t i = 0; i < res->nvotes; i++) {
+        const replica_vote *v = &res->votes[i];
+        donto_check chk = {res->target, res->item_id, NULL, v->lease_id, v->pass};
+        donto_err e = {0};
+        if (donto_store_trust_record(s, v->token, &chk, 1, now, &e))
+            DLOG_WARN("coord: replica: recording the check of token %s: %s", v->token, e.msg);
+        if (v->pass) continue;
+        char reason[256];
+        snprintf(reason, sizeof reason,
+                 "its vector of %s %.60s from worker %.60s disagreed with %zu other tokens' (cosine %.4f to theirs, "
+                 "at least %.4f needed)",
+                 donto_target_name(res->target), res->item_id, v->worker, res->nvotes - 1, (double)v->cosine,
+                 (double)c->min_cosine);
+        suspend_reason(c, s, v->token, reason, now);
+    }
 }
 
 /* Called on a verifier thread for every check it finished. */
@@ -522,13 +562,46 @@ static void on_verified(void *ctx, const verify_job *job, float cosine, int pass
     pool_give(&c->pool, s);
 }
 
+/* A replica no other token took in time goes to the verifier (under the
+ * replica set's lock: only pushes). Its pending check moves with it. */
+static void replica_to_verifier(void *ctx, const char *token, const char *worker, donto_target target,
+                                const char *item_id, const char *model, const char *text, const float *vec, int dims,
+                                int64_t lease_id) {
+    donto_coord *c = ctx;
+    verify_job job = {.token = (char *)token,
+                      .worker_id = (char *)worker,
+                      .target = (int)target,
+                      .item_id = (char *)item_id,
+                      .model = model && *model ? (char *)model : NULL,
+                      .text = (char *)text,
+                      .vec = (float *)vec,
+                      .dims = dims,
+                      .lease_id = lease_id};
+    if (verify_push(c->verify, &job)) limits_checks_pending(c->limits, token, -1, c->now_ms(c->clock_ctx));
+}
+
 /* The sweeper: a few seconds after a suspension, withdraw once more what a
- * submit already past the token gate stored after it. */
+ * submit already past the token gate stored after it; every few seconds,
+ * hand the replicas no other token took in time to the verifier. */
 static void *sweeper_main(void *arg) {
     donto_coord *c = arg;
+    double next_stale = mono_s() + REPLICA_SWEEP_S;
     pthread_mutex_lock(&c->sweep_mu);
     while (!c->sweeper_stop) {
         double now = mono_s(), next = now + 3600;
+        if (c->replicas && c->verify) {
+            if (now >= next_stale) {
+                pthread_mutex_unlock(&c->sweep_mu);
+                int64_t t = c->now_ms(c->clock_ctx);
+                size_t n = replica_take_stale(c->replicas, t - REPLICA_STALE_MS, t, replica_to_verifier, c);
+                if (n) DLOG_INFO("coord: replica: %zu waited %d s for another token; the verifier checks them", n,
+                                 REPLICA_STALE_MS / 1000);
+                pthread_mutex_lock(&c->sweep_mu);
+                next_stale = mono_s() + REPLICA_SWEEP_S;
+                continue;
+            }
+            next = next_stale;
+        }
         int due = -1;
         for (int i = 0; i < c->nsweeps; i++) {
             if (c->sweeps[i].at <= now) due = i;
@@ -611,6 +684,31 @@ static void add_canary(donto_coord *c, const request *r, int target, donto_lease
     b->n++;
 }
 
+/* Mix up to max replicas (replica.h) into a lease answer, at random
+ * places, under lease_ids after the batch's last. */
+static void add_replicas(donto_coord *c, const request *r, int target, donto_lease_batch *b, size_t max,
+                         int64_t now) {
+    int64_t last = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->items[i].lease_id > last) last = b->items[i].lease_id;
+    for (size_t k = 0; k < max; k++) {
+        donto_leased_item it;
+        if (!replica_issue(c->replicas, r->token, target, last + 1 + (int64_t)k, now, now + c->ttl_ms, &it)) break;
+        donto_leased_item *items = realloc(b->items, (b->n + 1) * sizeof *items);
+        if (!items) {
+            free(it.item_id), free(it.model), free(it.text);
+            break; /* it comes back to the line at its expiry */
+        }
+        pthread_mutex_lock(&c->rng_mu);
+        size_t at = (size_t)(trust_draw(1.0, &c->rng) ? c->rng % (b->n + 1) : 0);
+        pthread_mutex_unlock(&c->rng_mu);
+        memmove(&items[at + 1], &items[at], (b->n - at) * sizeof *items);
+        items[at] = it;
+        b->items = items;
+        b->n++;
+    }
+}
+
 static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
     donto_lease_req q;
     donto_err e = {0};
@@ -625,11 +723,15 @@ static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
      * many of them queued (an untrusted token: trust_after; a trusted one:
      * CHECKS_AHEAD_MAX), it waits for the verdicts. This bounds the bad
      * items a token turning bad can store before its first failed check,
-     * whatever the verifier's backlog. */
-    if (c->verify) {
+     * whatever the verifier's backlog. Meanwhile it may still vote on other
+     * tokens' replicas (without that, tokens that all wait for each other's
+     * votes would wait for ever). */
+    int behind = 0;
+    if (c->verify || c->replicas) {
         int64_t pending = limits_checks_pending(c->limits, r->token, 0, now);
         int64_t cap = r->trust.streak < c->trust.trust_after ? c->trust.trust_after : CHECKS_AHEAD_MAX;
-        if (pending >= cap) {
+        behind = pending >= cap;
+        if (behind && !(c->replicas && replica_available(c->replicas, r->token, q.target, 1))) {
             a = too_many(1, "this token's vectors wait for the coordinator's checks (%s); retry after the delay given",
                          "verification behind");
             goto out;
@@ -644,12 +746,19 @@ static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
                      why);
         goto out;
     }
+    /* Other tokens' replicas waiting for a vote take up to half the batch
+     * (all of it when the queue runs dry, or the token is behind), so they
+     * keep pace with the untrusted tokens that make them. */
+    size_t nrep = !c->replicas ? 0
+                  : behind     ? (size_t)n
+                               : replica_available(c->replicas, r->token, q.target, (size_t)(n > 1 ? n / 2 : 1));
     donto_lease_batch b = {0};
-    if (donto_store_lease(s, who, n, q.target, now, c->ttl_ms, &b, &e)) {
+    if ((size_t)n > nrep && donto_store_lease(s, who, n - (int)nrep, q.target, now, c->ttl_ms, &b, &e)) {
         a = failure("lease", "store_error", &e);
         goto out;
     }
     limits_leased(c->limits, r->token, b.n, now, now + c->ttl_ms);
+    if (c->replicas) add_replicas(c, r, q.target, &b, (size_t)n - b.n, now);
     if (c->canaries && b.n > 0) add_canary(c, r, q.target, &b, now);
     a = (answer){200, donto_proto_lease_response_ttl(&b, c->ttl_ms), NULL, 0};
     DLOG_DEBUG("coord: lease %s n=%d (asked %d) target=%s -> %zu", who, n, q.n,
@@ -660,9 +769,11 @@ out:
     return a;
 }
 
-/* Hand newly stored items to the verifier, each with the token's sampling
- * probability (trust.h); items of a model the verifier does not embed are
- * not checked. */
+/* Hand newly stored items to be checked, each with the token's sampling
+ * probability (trust.h): to other tokens as replicas (replica.h) when
+ * replication is on and the token is not trusted yet, or there is no
+ * verifier; else to the verifier, which does not check items of a model it
+ * does not embed. A full replica set hands the item to the verifier. */
 static void verify_sample(donto_coord *c, const request *r, const char *who, const donto_items_req *q,
                           const size_t *idx, const donto_submit_item *si, char **texts, size_t nv) {
     int64_t now = c->now_ms(c->clock_ctx);
@@ -670,7 +781,9 @@ static void verify_sample(donto_coord *c, const request *r, const char *who, con
     for (size_t j = 0; j < nv; j++) {
         if (!texts[j]) continue; /* rejected, or a repeat */
         const donto_proto_item *it = &q->items[idx[j]];
-        if (it->model && c->verify_model && strcmp(it->model, c->verify_model) != 0) continue;
+        int replicate = c->replicas && (!c->verify || r->trust.streak < c->trust.trust_after);
+        int verifiable = c->verify && (!it->model || !c->verify_model || strcmp(it->model, c->verify_model) == 0);
+        if (!replicate && !verifiable) continue;
         /* Checks still queued count as passed for the draw (limits.h), at
          * most trust_after of them: the verdicts soon say more. */
         int64_t pc = pending < c->trust.trust_after ? pending : c->trust.trust_after;
@@ -679,6 +792,15 @@ static void verify_sample(donto_coord *c, const request *r, const char *who, con
         int draw = trust_draw(p, &c->rng);
         pthread_mutex_unlock(&c->rng_mu);
         if (!draw) continue;
+        if (replicate) {
+            const char *model = it->model ? it->model : c->verify_model ? c->verify_model : "";
+            if (replica_add(c->replicas, r->token, who, si[j].target, si[j].item_id, model, texts[j], si[j].vector,
+                            si[j].dims, si[j].lease_id, now) == 0) {
+                pending = limits_checks_pending(c->limits, r->token, +1, now);
+                continue;
+            }
+            if (!verifiable) continue; /* the set is full: not checked (counted there) */
+        }
         verify_job job = {.token = (char *)r->token,
                           .worker_id = (char *)who,
                           .target = (int)si[j].target,
@@ -720,19 +842,37 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int kin
     donto_submit_item *si = calloc(nv ? nv : 1, sizeof *si);
     size_t *idx = calloc(nv ? nv : 1, sizeof *idx);
     donto_reject *rej = calloc(nv ? nv : 1, sizeof *rej);
-    char **texts = c->verify && kind == ITEMS_SUBMIT ? calloc(nv ? nv : 1, sizeof *texts) : NULL;
+    const int checked = (c->verify || c->replicas) && kind == ITEMS_SUBMIT;
+    char **texts = checked ? calloc(nv ? nv : 1, sizeof *texts) : NULL;
     char *who = principal(r, q.worker_id);
     int64_t now = c->now_ms(c->clock_ctx);
-    if (!si || !idx || !rej || !who || (c->verify && kind == ITEMS_SUBMIT && !texts)) {
+    if (!si || !idx || !rej || !who || (checked && !texts)) {
         a = errorf(500, "internal", "out of memory");
         goto done;
     }
-    /* Canaries (canary.h) never reach the store: answered here, each
-     * submitted one checked against the coordinator's own vector. */
+    /* Canaries (canary.h) and replicas (replica.h) never reach the store:
+     * answered here, each submitted canary checked against the
+     * coordinator's own vector, each replica counted as a vote. */
     size_t k = 0, ncanary = 0;
     for (size_t i = 0; i < q.n; i++) {
         const donto_proto_item *it = &q.items[i];
         if (it->reason) continue;
+        if (c->replicas) {
+            replica_result res;
+            int hit = kind == ITEMS_SUBMIT
+                          ? replica_take(c->replicas, r->token, who, (donto_target)it->target, it->item_id,
+                                         it->lease_id, it->vector, it->dims, now, &res)
+                          : replica_touch(c->replicas, r->token, (donto_target)it->target, it->item_id, it->lease_id,
+                                          kind == ITEMS_EXTEND, now + c->ttl_ms, now);
+            if (hit) {
+                ncanary++;
+                if (kind == ITEMS_SUBMIT && res.state != REPLICA_WAIT) {
+                    limits_checks_pending(c->limits, res.origin_token, -1, now);
+                    if (res.state == REPLICA_DECIDED) replica_verdicts(c, s, &res, now);
+                }
+                continue;
+            }
+        }
         if (c->canaries) {
             float cosv = 0;
             int hit = kind == ITEMS_SUBMIT
@@ -756,10 +896,12 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int kin
     }
     nv = k;
     if (kind == ITEMS_SUBMIT) {
-        /* Texts come back only for items queued for the verifier's model: a
-         * legacy submit names no model, and another model's vector cannot
-         * be checked against ours. */
-        donto_submit_result res = {.upserted = 0, .reject = rej, .text = texts, .text_model = c->verify_model};
+        /* Texts come back only for items queued for the verifier's model
+         * (with no verifier: any model, for replication): a legacy submit
+         * names no model, and another model's vector cannot be checked
+         * against ours. */
+        donto_submit_result res = {
+            .upserted = 0, .reject = rej, .text = texts, .text_model = c->verify ? c->verify_model : NULL};
         if (nv && donto_store_submit(s, who, si, nv, now, &res, &e)) {
             a = failure("submit", "store_error", &e);
             goto done;
@@ -772,7 +914,7 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int kin
             expired += rej[j] == DONTO_REJECT_LEASE_EXPIRED || (rej[j] == DONTO_REJECT_NOT_LEASED && si[j].lease_id == 0);
         }
         limits_settled(c->limits, r->token, who, res.upserted - res.repeated + expired, expired, now);
-        if (c->verify) verify_sample(c, r, who, &q, idx, si, texts, nv);
+        if (checked) verify_sample(c, r, who, &q, idx, si, texts, nv);
         a = (answer){200, donto_proto_submit_response(res.upserted + ncanary, &q), NULL, 0};
         DLOG_DEBUG("coord: submit %s items=%zu upserted=%zu", who, q.n, res.upserted);
     } else if (kind == ITEMS_RELEASE) {
@@ -885,6 +1027,15 @@ static answer do_stats(donto_coord *c, donto_store *s) {
         x.canary_passed = (int64_t)atomic_load(&c->canary_passed);
         x.canary_failed = (int64_t)atomic_load(&c->canary_failed);
     }
+    if (c->replicas) {
+        replica_counts rc;
+        replica_get_counts(c->replicas, &rc);
+        x.have_replicas = 1;
+        x.replicas_waiting = (int64_t)rc.waiting, x.replicas_out = (int64_t)rc.out;
+        x.replicas_added = (int64_t)rc.added, x.replicas_refused = (int64_t)rc.refused;
+        x.replicas_agreed = (int64_t)rc.agreed, x.replicas_disagreed = (int64_t)rc.disagreed;
+        x.replicas_dropped = (int64_t)rc.dropped, x.replicas_stale = (int64_t)rc.stale;
+    }
     answer a = {200, donto_proto_stats_response(st, &x), NULL, 0};
     donto_contributor_list_free(con, ncon);
     donto_report_list_free(rep, nrep);
@@ -942,6 +1093,29 @@ static answer do_metrics(donto_coord *c, donto_store *s) {
                  "donto_embed_verify_queued %llu\n",
                  (unsigned long long)vs.passed, (unsigned long long)vs.failed, (unsigned long long)vs.dropped,
                  (unsigned long long)vs.queued);
+        char *both = malloc(strlen(text) + strlen(v) + 1);
+        if (both) strcat(strcpy(both, text), v);
+        free(text);
+        text = both;
+    }
+    if (text && c->replicas) {
+        replica_counts rc;
+        replica_get_counts(c->replicas, &rc);
+        char v[1024];
+        snprintf(v, sizeof v,
+                 "# HELP donto_embed_replicas_total Replicas (serve --replicate) since start, by outcome (agreed: "
+                 "every vote agreed; disagreed: some vote failed; no_quorum: dropped; to_verifier: no other token "
+                 "took it in time; refused: the set was full).\n# TYPE donto_embed_replicas_total counter\n"
+                 "donto_embed_replicas_total{outcome=\"agreed\"} %llu\n"
+                 "donto_embed_replicas_total{outcome=\"disagreed\"} %llu\n"
+                 "donto_embed_replicas_total{outcome=\"no_quorum\"} %llu\n"
+                 "donto_embed_replicas_total{outcome=\"to_verifier\"} %llu\n"
+                 "donto_embed_replicas_total{outcome=\"refused\"} %llu\n"
+                 "# HELP donto_embed_replicas Replicas now, waiting for a token or out to one.\n"
+                 "# TYPE donto_embed_replicas gauge\n"
+                 "donto_embed_replicas{state=\"waiting\"} %zu\ndonto_embed_replicas{state=\"out\"} %zu\n",
+                 (unsigned long long)rc.agreed, (unsigned long long)rc.disagreed, (unsigned long long)rc.dropped,
+                 (unsigned long long)rc.stale, (unsigned long long)rc.refused, rc.waiting, rc.out);
         char *both = malloc(strlen(text) + strlen(v) + 1);
         if (both) strcat(strcpy(both, text), v);
         free(text);
@@ -1263,8 +1437,23 @@ static int trust_start(donto_coord *c, const donto_coord_config *cfg, donto_err 
     if (pthread_mutex_init(&c->rng_mu, NULL) || pthread_mutex_init(&c->sweep_mu, NULL) ||
         cond_init_mono(&c->sweep_cv))
         return donto_seterr(err, "cannot create locks");
+    c->min_cosine = cfg->verify_min_cosine > 0 ? (float)cfg->verify_min_cosine : VERIFY_MIN_COSINE_DEFAULT;
+    if (cfg->replicate >= 2) {
+        int quorum = cfg->replicate > REPLICA_QUORUM_MAX ? REPLICA_QUORUM_MAX : cfg->replicate;
+        size_t cap = cfg->replica_cap > 0 ? (size_t)cfg->replica_cap : REPLICA_CAP_DEFAULT;
+        if (!(c->replicas = replica_new(cap, quorum, 2 * quorum - 1, c->min_cosine)))
+            return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
+        DLOG_INFO("coord: replication: an untrusted token's vectors are accepted when %d tokens agree (cosine >= "
+                  "%.4f)%s",
+                  quorum, (double)c->min_cosine,
+                  cfg->verify_model_dir ? "" : "; with no verifier, a trusted token's sampled vectors too");
+    }
     if (!cfg->verify_model_dir) {
-        DLOG_WARN("coord: submitted vectors are not verified (no --model to check them with): see docs/trust.md");
+        if (!c->replicas)
+            DLOG_WARN("coord: submitted vectors are not verified (no --model to check them with, no --replicate): "
+                      "see docs/trust.md");
+        else if (!(c->sweeper_on = pthread_create(&c->sweeper, NULL, sweeper_main, c) == 0))
+            return donto_seterr(err, "cannot start the sweeper thread");
         return 0;
     }
     const char *name = cfg->verify_model_name ? cfg->verify_model_name : cfg->recall_model;
@@ -1275,8 +1464,7 @@ static int trust_start(donto_coord *c, const donto_coord_config *cfg, donto_err 
     if (cfg->verify_threads > 0) vc.threads = cfg->verify_threads;
     if (cfg->verify_queue > 0) vc.queue_cap = cfg->verify_queue;
     vc.nice = cfg->verify_nice;
-    if (cfg->verify_min_cosine > 0) vc.min_cosine = (float)cfg->verify_min_cosine;
-    c->min_cosine = vc.min_cosine;
+    vc.min_cosine = c->min_cosine;
     vc.done = on_verified;
     vc.ctx = c;
     if (verify_pool_open(&vc, &c->verify, err)) return donto_preerr(err, "verifier");
@@ -1305,6 +1493,8 @@ static void trust_stop(donto_coord *c) {
     c->verify = NULL;
     canary_free(c->canaries);
     c->canaries = NULL;
+    replica_free(c->replicas);
+    c->replicas = NULL;
     limits_free(c->limits);
     c->limits = NULL;
     free(c->verify_model);

@@ -899,6 +899,18 @@ char *donto_proto_stats_response(const donto_target_stats st[DONTO_TARGET_N], co
         put(o, "canaries_failed", json_integer((json_int_t)x->canary_failed), &ok);
         put(root, "verify", o, &ok);
     }
+    if (x && x->have_replicas) {
+        json_t *o = json_object();
+        put(o, "waiting", json_integer((json_int_t)x->replicas_waiting), &ok);
+        put(o, "out", json_integer((json_int_t)x->replicas_out), &ok);
+        put(o, "added", json_integer((json_int_t)x->replicas_added), &ok);
+        put(o, "refused_full", json_integer((json_int_t)x->replicas_refused), &ok);
+        put(o, "agreed", json_integer((json_int_t)x->replicas_agreed), &ok);
+        put(o, "disagreed", json_integer((json_int_t)x->replicas_disagreed), &ok);
+        put(o, "dropped_no_quorum", json_integer((json_int_t)x->replicas_dropped), &ok);
+        put(o, "to_verifier", json_integer((json_int_t)x->replicas_stale), &ok);
+        put(root, "replication", o, &ok);
+    }
     if (x && x->have_series) {
         json_t *arr = json_array();
         for (int i = 0; arr && i < x->n_series; i++) {
