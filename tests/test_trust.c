@@ -13,20 +13,21 @@
 static void test_schedule(void) {
     trust_params tp;
     trust_params_default(&tp);
-    CHECK(tp.trust_after == 10 && tp.p_untrusted == 1.0 && tp.decay_k == 10.0 && tp.p_floor == 0.02,
+    CHECK(tp.trust_after == 10 && tp.p_untrusted == 1.0 && tp.decay_k == 10.0 && tp.p_floor == 0.015,
           "defaults: after %lld p_untrusted %g k %g floor %g", (long long)tp.trust_after, tp.p_untrusted, tp.decay_k,
           tp.p_floor);
     static const struct {
         int64_t streak, checks;
         double p;
     } pts[] = {
-        {0, 0, 1.0},       {1, 1, 1.0},       {9, 9, 1.0},         {10, 10, 1.0},      {11, 11, 10.0 / 11},
-        {20, 20, 0.5},     {50, 60, 0.2},     {100, 100, 0.1},     {250, 300, 0.04},   {499, 499, 10.0 / 499},
-        {500, 500, 0.02},  {501, 501, 0.02},  {1000000, 1000000, 0.02},
+        {0, 0, 1.0},       {1, 1, 1.0},       {9, 9, 1.0},         {10, 10, 1.0},
+        {11, 11, 100.0 / 121},              {20, 20, 0.25},      {40, 40, 0.0625},   {50, 60, 0.04},
+        {81, 81, 100.0 / 6561},             /* just above the floor */
+        {82, 82, 0.015},   {100, 100, 0.015}, {1000000, 1000000, 0.015},
         {-5, 0, 1.0},      /* a negative streak is no streak */
         {100, 5, 1.0},     /* a streak longer than the checks buys nothing: 5 < 10 */
-        {100, 50, 0.2},    /* ... it counts as the checks made */
-        {100, -1, 0.1},    /* checks unknown: the streak alone */
+        {50, 20, 0.25},    /* ... it counts as the checks made */
+        {100, -1, 0.015},  /* checks unknown: the streak alone */
     };
     for (size_t i = 0; i < sizeof pts / sizeof *pts; i++) {
         double p = trust_sample_p(&tp, pts[i].streak, pts[i].checks);
@@ -83,11 +84,11 @@ static void test_draws(void) {
  * is checked. Returns the number of bad items sent until (and including) the
  * checked one, or -1 if none of `limit` bad items was checked; *checks_out,
  * the checks made during the honest part. honest < 0: start with the streak
- * at which the floor begins (decay_k / p_floor; the schedule is memoryless
- * from there on), which is where a patient attacker turns. */
+ * at which the floor begins (decay_k / sqrt(p_floor); the schedule is
+ * memoryless from there on), which is where a patient attacker turns. */
 static long attacker(const trust_params *tp, long honest, long limit, uint64_t *rng, long *checks_out) {
     int64_t streak = 0, checks = 0;
-    if (honest < 0) streak = checks = (int64_t)ceil(tp->decay_k / tp->p_floor), honest = 0;
+    if (honest < 0) streak = checks = (int64_t)ceil(tp->decay_k / sqrt(tp->p_floor)), honest = 0;
     for (long i = 0; i < honest; i++)
         if (trust_should_check(tp, streak, checks, rng)) streak++, checks++;
     *checks_out = checks;
@@ -124,20 +125,20 @@ static void test_attacker(void) {
     int escaped;
     simulate(&tp, 10000, 2000, 100000, &worst, &mean, &escaped, &share);
     fprintf(stderr,
-            "attacker bad after 2000 items, 10000 trials, p_floor %.2f: worst %ld bad items, mean %.1f, "
+            "attacker bad after 2000 items, 10000 trials, p_floor %.3f: worst %ld bad items, mean %.1f, "
             "%d past 1000; checks in the honest part %.1f%%\n",
             tp.p_floor, worst, mean, escaped, 100 * share);
     CHECK(escaped == 0 && worst <= 1000, "an attacker sent %ld bad items before a check (limit 1000)", worst);
 
-    /* The worst time to turn bad: at the floor (past ~12,500 items). */
+    /* The worst time to turn bad: at the floor (past ~1,850 items). */
     simulate(&tp, 10000, -1, 100000, &worst, &mean, &escaped, &share);
     fprintf(stderr,
-            "attacker bad once at the floor (streak 500, ~12,500 items), 10000 trials: worst %ld bad items, "
+            "attacker bad once at the floor (streak 82, ~1,850 items), 10000 trials: worst %ld bad items, "
             "mean %.1f, %d past 1000\n",
             worst, mean, escaped);
     CHECK(escaped == 0 && worst <= 1000, "an attacker at the floor sent %ld bad items before a check", worst);
 
-    /* For the record (not a check): the floor the issue suggested, 0.01.
+    /* For the record (not a check): a floor of 0.01.
      * 0.99^1000 = 4.3e-5 per token: ~0.43 escapes expected in 10,000. */
     trust_params lo = tp;
     lo.p_floor = 0.01;
@@ -146,8 +147,8 @@ static void test_attacker(void) {
             escaped);
 
     /* The share of items checked over a token's life against trust.h's
-     * arithmetic: ~sqrt(20 (N - 10) + 100) / N below the floor, (500 + 0.02
-     * (N - 12,500)) / N above it. */
+     * arithmetic: S / N below the floor (S = cbrt(300 (N - 10) + 1000)),
+     * (82 + 0.015 (N - 1,850)) / N above it. */
     static const long lives[] = {1000, 10000, 50000, 1000000};
     for (size_t k = 0; k < sizeof lives / sizeof *lives; k++) {
         long n = lives[k];
@@ -160,8 +161,8 @@ static void test_attacker(void) {
             tot += (double)ch;
         }
         double got = tot / ((double)trials * (double)n);
-        double s = sqrt(20.0 * ((double)n - 10) + 100);
-        double want = s < 500 ? s / (double)n : (500 + 0.02 * ((double)n - 12500)) / (double)n;
+        double s = cbrt(300.0 * ((double)n - 10) + 1000);
+        double want = s < 82 ? s / (double)n : (82 + 0.015 * ((double)n - 1850)) / (double)n;
         fprintf(stderr, "  checked share over %ld items: %.2f%% (arithmetic %.2f%%)\n", n, 100 * got, 100 * want);
         CHECK(fabs(got - want) < 0.15 * want, "share over %ld items %.4f, arithmetic says %.4f", n, got, want);
     }

@@ -128,7 +128,7 @@ int donto_serve_cmd(int argc, char **argv) {
         {DONTO_OPT_INT64, "trust-after", 0, &trust_after, .min = 1, .max = 1000000, .metavar = "N",
          .help = "checks passed in a row before a token is sampled less (default 10)"},
         {DONTO_OPT_DOUBLE, "verify-floor", 0, &verify_floor, .fmin = 1e-6, .fmax = 1.0, .metavar = "P",
-         .help = "the least share of a trusted token's items checked (default 0.02)"},
+         .help = "the least share of a trusted token's items checked (default 0.015)"},
         {DONTO_OPT_INT64, "verify-seed", 0, &verify_seed, .min = 1, .max = INT64_MAX, .metavar = "N",
          .help = "seed the sampling (tests; default: random)"},
         {DONTO_OPT_DOUBLE, "canary-rate", 0, &canary_rate, .fmin = 0, .fmax = 1, .metavar = "P",

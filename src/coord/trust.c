@@ -26,7 +26,8 @@ double trust_sample_p(const trust_params *tp, int64_t streak, int64_t checks) {
     if (checks >= 0 && streak > checks) streak = checks;
     double cap = clamp01(tp->p_untrusted);
     if (streak < tp->trust_after || streak == 0) return cap;
-    double p = tp->decay_k / (double)streak;
+    double q = tp->decay_k > 0 ? tp->decay_k / (double)streak : 0;
+    double p = q * q;
     if (p > cap) p = cap;
     if (p < tp->p_floor) p = tp->p_floor;
     return clamp01(p);
