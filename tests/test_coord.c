@@ -965,6 +965,15 @@ static int run_out(char *const argv[], char *out, size_t cap) {
     pid_t pid = spawn_piped(argv, 1, &fd);
     if (pid < 0) return -1;
     read_some(fd, out, cap, 0, 30, NULL);
+    /* Drain what did not fit (closing the pipe early would kill the child
+     * with SIGPIPE: serve --help is longer than 4 KiB). */
+    char sink[4096];
+    double end = donto_now() + 30;
+    while (donto_now() < end) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 100) <= 0) continue;
+        if (read(fd, sink, sizeof sink) <= 0) break;
+    }
     close(fd);
     return wait_exit(pid, 30);
 }
