@@ -30,3 +30,8 @@ donto_sheaf_parity(sheaf_parity_householder_noew_random orth random --d 3 --laye
 add_test(NAME sheaf_cli COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_cli.sh $<TARGET_FILE:donto-sheaf>
          ${DONTO_GEOM_GCN_DIR} ${DONTO_TESTDATA}/sheaf_cli)
 set_tests_properties(sheaf_cli PROPERTIES TIMEOUT 300)
+
+# The in-repo geom-gcn copy is found from any current directory, and beside the executable.
+add_test(NAME sheaf_data COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_data.sh $<TARGET_FILE:donto-sheaf>
+         ${PROJECT_SOURCE_DIR}/data/geom-gcn ${DONTO_TESTDATA}/sheaf_data)
+set_tests_properties(sheaf_data PROPERTIES TIMEOUT 120)
