@@ -128,7 +128,7 @@ static const char *data_dir(void) {
     if (e) return e;
     static char buf[4096];
     const char *src = getenv("DONTO_SOURCE_DIR");
-    snprintf(buf, sizeof buf, "%s/../shared/data/geom-gcn", src ? src : ".");
+    snprintf(buf, sizeof buf, "%s/data/geom-gcn", src ? src : "."); /* the in-repo copy */
     return buf;
 }
 

@@ -40,8 +40,10 @@ typedef struct donto_graph {
 } donto_graph;
 
 /* Load a graph. `spec` is one of:
- *   a geom-gcn dataset name (texas, wisconsin, cornell, chameleon), looked up under
- *     data_dir (default $DONTO_GEOM_GCN_DIR or ../shared/data/geom-gcn relative paths);
+ *   a geom-gcn dataset name (texas, wisconsin, cornell, chameleon), looked up under data_dir,
+ *     then $DONTO_GEOM_GCN_DIR, then the repository's data/geom-gcn: beside the executable's
+ *     directory (/proc/self/exe/../../data/geom-gcn), then in the source tree built from (a
+ *     compile-time path); never relative to the current directory;
  *   a directory holding out1_graph_edges.txt (+ features file or <name>.npz);
  *   a donto-sheaf export file (JSON, docs/sheaf-export.md), task = NULL for the first task.
  * Features are row-normalised for geom-gcn data (as the reference does). */

@@ -222,7 +222,8 @@ static int cmd_train(int argc, char **argv) {
         {DONTO_OPT_STRING, "data", 0, &data, .metavar = "GRAPH",
          .help = "geom-gcn name (texas, wisconsin, cornell, chameleon), dataset dir, or export file"},
         {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR",
-         .help = "where geom-gcn datasets live (default $DONTO_GEOM_GCN_DIR, ../shared/data/geom-gcn)"},
+         .help = "where geom-gcn datasets live (default $DONTO_GEOM_GCN_DIR, else the repository's\n"
+                 "data/geom-gcn: beside the executable's directory, or the source tree built from)"},
         {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME", .help = "task of an export file (default: the first)"},
         SPLIT_OPT(&split, "0"),
         {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE",

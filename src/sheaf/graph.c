@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "sheaf_int.h"
@@ -670,7 +671,27 @@ out:
 
 /* ------------------------------------------------------------------ */
 
-static const char *default_roots[] = {"shared/data/geom-gcn", "../shared/data/geom-gcn", "../../shared/data/geom-gcn"};
+/* The geom-gcn roots searched after --data-dir and $DONTO_GEOM_GCN_DIR, never relative to the
+ * current directory: data/geom-gcn beside the executable's parent directory (a build directory
+ * one level below the repository root: build/donto-sheaf -> data/geom-gcn), then the source
+ * tree's data/geom-gcn, fixed at compile time (DONTO_GEOM_GCN_SOURCE_DIR, src/CMakeLists.txt). */
+static void exe_data_root(char *out, size_t cap) {
+    char exe[4096];
+    out[0] = 0;
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return;
+    exe[k] = 0;
+    for (int up = 0; up < 2; up++) { /* strip the file name, then its directory */
+        char *slash = strrchr(exe, '/');
+        if (!slash) return;
+        *slash = 0;
+    }
+    if (strlen(exe) + sizeof "/data/geom-gcn" <= cap) snprintf(out, cap, "%s/data/geom-gcn", exe);
+}
+
+#ifndef DONTO_GEOM_GCN_SOURCE_DIR
+#define DONTO_GEOM_GCN_SOURCE_DIR ""
+#endif
 
 int donto_graph_load(donto_graph *g, const char *spec, const char *data_dir, const char *task, donto_err *err) {
     memset(g, 0, sizeof *g);
@@ -693,13 +714,21 @@ int donto_graph_load(donto_graph *g, const char *spec, const char *data_dir, con
         return load_geom_gcn(g, root, name, err);
     }
     const char *env = getenv("DONTO_GEOM_GCN_DIR");
-    const char *roots[5] = {data_dir, env, default_roots[0], default_roots[1], default_roots[2]};
-    for (int i = 0; i < 5; i++) {
-        if (!roots[i]) continue;
-        char d[4096];
+    char exe_root[4096];
+    exe_data_root(exe_root, sizeof exe_root);
+    const char *roots[4] = {data_dir, env && *env ? env : NULL, exe_root[0] ? exe_root : NULL,
+                            DONTO_GEOM_GCN_SOURCE_DIR[0] ? DONTO_GEOM_GCN_SOURCE_DIR : NULL};
+    static const char *const what[4] = {"--data-dir", "$DONTO_GEOM_GCN_DIR", "beside the executable",
+                                        "the source tree"};
+    char looked[2048] = "";
+    for (int i = 0; i < 4; i++) {
+        if (!roots[i] || (i == 3 && roots[2] && !strcmp(roots[2], roots[3]))) continue;
+        char d[8192];
         snprintf(d, sizeof d, "%s/%s", roots[i], spec);
         if (is_dir(d)) return load_geom_gcn(g, roots[i], spec, err);
+        size_t l = strlen(looked);
+        snprintf(looked + l, sizeof looked - l, "%s%s (%s)", l ? ", " : "", roots[i], what[i]);
     }
-    return donto_seterr(err, "'%s' is neither a file, a directory, nor a geom-gcn dataset under --data-dir, "
-                             "$DONTO_GEOM_GCN_DIR or ../shared/data/geom-gcn", spec);
+    return donto_seterr(err, "'%s' is neither a file, a directory, nor a geom-gcn dataset under %s", spec,
+                        looked[0] ? looked : "(no data directory)");
 }
