@@ -40,3 +40,8 @@ set_tests_properties(sheaf_cli PROPERTIES TIMEOUT 300)
 add_test(NAME sheaf_data COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_data.sh $<TARGET_FILE:donto-sheaf>
          ${PROJECT_SOURCE_DIR}/data/geom-gcn ${DONTO_TESTDATA}/sheaf_data)
 set_tests_properties(sheaf_data PROPERTIES TIMEOUT 120)
+
+# A checkpoint run on another graph or on splits it was not held out from is refused unless forced.
+add_test(NAME sheaf_ckpt COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_ckpt.sh $<TARGET_FILE:donto-sheaf>
+         ${DONTO_GEOM_GCN_DIR} ${DONTO_TESTDATA}/sheaf_ckpt)
+set_tests_properties(sheaf_ckpt PROPERTIES TIMEOUT 120)
