@@ -286,24 +286,57 @@ static int cmd_train(int argc, char **argv) {
 
 /* ------------------------------------------------------------------ */
 
+/* The graph check of eval and infer: 0 to go on (the checkpoint's graph, or another one with
+ * --allow-other-graph, said on stderr), 1 to stop (said on stderr). */
+static int graph_gate(const char *prog, const char *ckpt, const donto_sheaf_model *m, const donto_graph *g,
+                      int allow_other) {
+    donto_err err = {0};
+    if (!donto_sheaf_check_graph(m, g, &err)) return 0;
+    if (!allow_other) {
+        fprintf(stderr, "%s: %s: %s; give --allow-other-graph to run it on this graph anyway\n", prog, ckpt, err.msg);
+        return 1;
+    }
+    fprintf(stderr, "%s: warning: %s was not trained on this graph (--allow-other-graph): %s\n", prog, ckpt, err.msg);
+    return 0;
+}
+
+#define ALLOW_OTHER_GRAPH_OPT(p)                                                                                  \
+    {                                                                                                             \
+        DONTO_OPT_FLAG, "allow-other-graph", 0, (p),                                                              \
+        .help = "run the checkpoint on a graph other than the one it was trained on\n"                           \
+                "(by default a different graph fingerprint is an error)"                                          \
+    }
+
 static int cmd_eval(int argc, char **argv) {
     const char *data = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL;
-    int split = 0, json_out = 0, threads = 0;
+    int split = -2, json_out = 0, threads = 0, other_graph = 0, other_splits = 0; /* split -2: the checkpoint's */
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE", .help = "the model (required)"},
         {DONTO_OPT_STRING, "data", 0, &data, .metavar = "GRAPH", .help = "the graph, as for train (required)"},
         {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR", .help = "as for train"},
         {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME", .help = "as for train"},
-        SPLIT_OPT(&split, "0"),
-        {DONTO_OPT_FLAG, "json", 0, &json_out, .help = "a JSON array of per-split metrics"},
+        SPLIT_OPT(&split, "the split the checkpoint was trained on"),
+        {DONTO_OPT_FLAG, "allow-other-splits", 0, &other_splits,
+         .help = "evaluate splits other than the one trained on, marked not held out\n"
+                 "(by default refused: their test nodes may be among its training nodes)"},
+        ALLOW_OTHER_GRAPH_OPT(&other_graph),
+        {DONTO_OPT_FLAG, "json", 0, &json_out,
+         .help = "a JSON array of per-split metrics (\"held_out\": false for a split not trained on)"},
         THREADS_OPT(&threads),
         {0}};
-    const donto_opt_cmd cmd = {"donto-sheaf eval",
-                               "usage: donto-sheaf eval --checkpoint FILE --data GRAPH [--split I|all] [--json]\n"
-                               "\n"
-                               "Accuracy and NLL of a checkpoint on the train/val/test masks of a graph's split(s).\n"
-                               "\n",
-                               opts, NULL};
+    const donto_opt_cmd cmd = {
+        "donto-sheaf eval",
+        "usage: donto-sheaf eval --checkpoint FILE --data GRAPH [--split I|all] [--json]\n"
+        "\n"
+        "Accuracy and NLL of a checkpoint on the train/val/test masks of a graph's split(s).\n"
+        "\n",
+        opts,
+        "\n"
+        "A checkpoint records the graph (fingerprint) and the split it was trained on. Another graph is an\n"
+        "error unless --allow-other-graph. Only the trained split's test accuracy is held out: the test\n"
+        "nodes of the other splits overlap its training and validation nodes, so --split I (another I) and\n"
+        "--split all are refused unless --allow-other-splits, and their results are then marked not held\n"
+        "out (so are every split's for a checkpoint that records no training split).\n"};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
     if (orc >= 0) return orc;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
@@ -321,9 +354,35 @@ static int cmd_eval(int argc, char **argv) {
         donto_graph_free(&g);
         return 1;
     }
+    if (graph_gate("donto-sheaf eval", ckpt, m, &g, other_graph)) {
+        donto_sheaf_model_free(m), donto_graph_free(&g);
+        return 1;
+    }
+    const donto_sheaf_origin *o = donto_sheaf_model_origin(m);
+    int same_graph = !donto_sheaf_check_graph(m, &g, NULL);
+    if (split == -2) split = same_graph && o->split >= 0 ? o->split : 0;
     int s0 = split < 0 ? 0 : split, s1 = split < 0 ? g.nsplits : split + 1;
     if (s0 >= g.nsplits) {
         fprintf(stderr, "donto-sheaf eval: split %d not available (graph has %d)\n", split, g.nsplits);
+        donto_sheaf_model_free(m), donto_graph_free(&g);
+        return 1;
+    }
+    for (int s = s0; s < s1 && same_graph && !other_splits; s++) {
+        if (donto_sheaf_held_out(m, &g, s)) continue;
+        if (o->split < 0)
+            fprintf(stderr,
+                    "donto-sheaf eval: %s records no training split (an older checkpoint), so no split's test "
+                    "accuracy can be told held out; give --allow-other-splits to evaluate anyway\n", ckpt);
+        else if (s == o->split)
+            fprintf(stderr,
+                    "donto-sheaf eval: %s was trained on split %d of %s, but this graph's split %d has other masks; "
+                    "give --allow-other-splits to evaluate anyway\n", ckpt, o->split, o->graph, s);
+        else
+            fprintf(stderr,
+                    "donto-sheaf eval: %s was trained on split %d of %s: split %d's test nodes may be among its "
+                    "training and validation nodes, so its test accuracy is not held out; evaluate split %d (the "
+                    "default), or give --allow-other-splits to evaluate %s marked not held out\n",
+                    ckpt, o->split, o->graph, s, o->split, split < 0 ? "all splits" : "it");
         donto_sheaf_model_free(m), donto_graph_free(&g);
         return 1;
     }
@@ -332,10 +391,20 @@ static int cmd_eval(int argc, char **argv) {
         donto_sheaf_metrics mt = {0};
         donto_sheaf_evaluate(m, &g, s, &mt);
         mt.best_epoch = -1;
-        if (json_out) json_array_append_new(arr, metrics_json(&mt, s));
-        else
-            printf("split %d: train_acc %.4f val_acc %.4f test_acc %.4f  train_loss %.4f val_loss %.4f test_loss %.4f\n", s,
-                   mt.train_acc, mt.val_acc, mt.test_acc, mt.train_loss, mt.val_loss, mt.test_loss);
+        int held = donto_sheaf_held_out(m, &g, s);
+        const char *why = held ? "" : !same_graph ? "  (another graph)"
+                                  : o->split < 0  ? "  (not held out: training split unknown)"
+                                  : s == o->split ? "  (not held out: masks differ from training's)"
+                                                  : "  (not held out: trained on another split)";
+        if (json_out) {
+            json_t *j = metrics_json(&mt, s);
+            json_object_set_new(j, "held_out", json_boolean(held));
+            json_object_set_new(j, "same_graph", json_boolean(same_graph));
+            json_array_append_new(arr, j);
+        } else {
+            printf("split %d: train_acc %.4f val_acc %.4f test_acc %.4f  train_loss %.4f val_loss %.4f test_loss %.4f%s\n",
+                   s, mt.train_acc, mt.val_acc, mt.test_acc, mt.train_loss, mt.val_loss, mt.test_loss, why);
+        }
     }
     if (json_out) {
         char *s = json_dumps(arr, JSON_COMPACT | JSON_REAL_PRECISION(6));
@@ -355,7 +424,7 @@ enum { INFER_JSONL, INFER_TSV };
 
 static int cmd_infer(int argc, char **argv) {
     const char *in = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL, *out = NULL;
-    int threads = 0, format = INFER_JSONL;
+    int threads = 0, format = INFER_JSONL, other_graph = 0;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE", .help = "the model (required)"},
         {DONTO_OPT_STRING, "in", 0, &in, .metavar = "GRAPH", .help = "the graph, as --data of train (required)"},
@@ -366,6 +435,7 @@ static int cmd_infer(int argc, char **argv) {
         {DONTO_OPT_CHOICE, "format", 0, &format, .choices = INFER_FORMATS,
          .help = "jsonl (default): {\"node\": id, \"pred\": k, \"logp\": [...]} per line (%.9g floats)\n"
                  "tsv: node<TAB>pred<TAB>logp_0<TAB>..."},
+        ALLOW_OTHER_GRAPH_OPT(&other_graph),
         THREADS_OPT(&threads),
         {0}};
     const donto_opt_cmd cmd = {
@@ -373,6 +443,8 @@ static int cmd_infer(int argc, char **argv) {
         "usage: donto-sheaf infer --checkpoint FILE --in GRAPH [--out FILE] [--format jsonl|tsv]\n"
         "\n"
         "Predicted class and log-probabilities for every node (the same forward as training's eval).\n"
+        "The graph must be the one the checkpoint was trained on (the same fingerprint: features, labels,\n"
+        "edges) unless --allow-other-graph.\n"
         "\n",
         opts, NULL};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
@@ -390,6 +462,10 @@ static int cmd_infer(int argc, char **argv) {
     if (!m) {
         fprintf(stderr, "donto-sheaf infer: %s\n", err.msg);
         donto_graph_free(&g);
+        return 1;
+    }
+    if (graph_gate("donto-sheaf infer", ckpt, m, &g, other_graph)) {
+        donto_sheaf_model_free(m), donto_graph_free(&g);
         return 1;
     }
     FILE *f = out ? fopen(out, "w") : stdout;

@@ -196,6 +196,23 @@ void donto_graph_fingerprint(donto_graph *g) {
     for (int i = 0; i < 32; i++) snprintf(g->fingerprint + 2 * i, 3, "%02x", h[i]);
 }
 
+void donto_graph_split_fingerprint(const donto_graph *g, int split, char out[65]) {
+    out[0] = 0;
+    if (split < 0 || split >= g->nsplits || !g->train || !g->val || !g->test) return;
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    unsigned char h[32];
+    unsigned int hl = 0;
+    size_t off = (size_t)split * g->n;
+    EVP_DigestInit_ex(c, EVP_sha256(), NULL);
+    EVP_DigestUpdate(c, &g->n, sizeof g->n);
+    EVP_DigestUpdate(c, g->train + off, (size_t)g->n);
+    EVP_DigestUpdate(c, g->val + off, (size_t)g->n);
+    EVP_DigestUpdate(c, g->test + off, (size_t)g->n);
+    EVP_DigestFinal_ex(c, h, &hl);
+    EVP_MD_CTX_free(c);
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
 int donto_graph_from_arrays(donto_graph *g, int n, int f, const float *x, const int *y, int nclass, int nedges,
                             const int *src, const int *dst, donto_err *err) {
     memset(g, 0, sizeof *g);
