@@ -45,3 +45,8 @@ set_tests_properties(sheaf_data PROPERTIES TIMEOUT 120)
 add_test(NAME sheaf_ckpt COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_ckpt.sh $<TARGET_FILE:donto-sheaf>
          ${DONTO_GEOM_GCN_DIR} ${DONTO_TESTDATA}/sheaf_ckpt)
 set_tests_properties(sheaf_ckpt PROPERTIES TIMEOUT 120)
+
+# train fails fast: an unwritable checkpoint before training, nonsense option values at parsing.
+add_test(NAME sheaf_train_checks COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_train_checks.sh $<TARGET_FILE:donto-sheaf>
+         ${DONTO_GEOM_GCN_DIR} ${DONTO_TESTDATA}/sheaf_train_checks)
+set_tests_properties(sheaf_train_checks PROPERTIES TIMEOUT 120)
