@@ -4,6 +4,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
@@ -11,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "donto/cli.h"
 #include "donto/opt.h"
@@ -67,21 +71,22 @@ static void hp_opts(donto_opt *t, donto_sheaf_hp *hp, int *threads) {
         {DONTO_OPT_FLAG_OFF, "no-right-weights", 0, &hp->right_weights, .help = "no right (channel) weights"},
         {DONTO_OPT_FLAG_OFF, "no-edge-weights", 0, &hp->edge_weights, .help = "no learned edge weights (orth only)"},
         {DONTO_OPT_FLAG, "second-linear", 0, &hp->second_linear, .help = "a second input linear layer (H x H) after the first"},
-        {DONTO_OPT_DOUBLE, "gen-eps", 0, &hp->gen_eps, .fmin = -1, .fmax = 1e6, .metavar = "X",
-         .help = "General: (D + (1+X) I)^-1/2 (default 0)"},
-        {DONTO_OPT_FLOAT, "lr", 0, &hp->lr, .fmin = 0, .fmax = 1e3, .metavar = "X",
-         .help = "Adam learning rate (default 0.01)"},
+        {DONTO_OPT_DOUBLE, "gen-eps", 0, &hp->gen_eps, .fmin = -1, .fmin_open = 1, .fmax = 1e6, .metavar = "X",
+         .help = "General: (D + (1+X) I)^-1/2, X > -1 (default 0)"},
+        {DONTO_OPT_FLOAT, "lr", 0, &hp->lr, .fmin = 0, .fmin_open = 1, .fmax = 1e3, .metavar = "X",
+         .help = "Adam learning rate, > 0 (default 0.01)"},
         {DONTO_OPT_FLOAT, "weight-decay", 0, &hp->weight_decay, .fmin = 0, .fmax = 1e3, .metavar = "X",
          .help = "L2 decay (default 5e-4)"},
         {DONTO_OPT_FLOAT, "sheaf-decay", 0, &hp->sheaf_decay, .fmin = 0, .fmax = 1e3, .metavar = "X",
          .help = "L2 decay of the sheaf learners (default = weight decay)"},
-        {DONTO_OPT_FLOAT, "input-dropout", 0, &hp->input_dropout, .fmin = 0, .fmax = 1, .metavar = "X",
+        {DONTO_OPT_FLOAT, "input-dropout", 0, &hp->input_dropout, .fmin = 0, .fmax = 1, .fmax_open = 1, .metavar = "X",
          .help = "dropout of the input features, in [0, 1) (default 0)"},
-        {DONTO_OPT_FLOAT, "dropout", 0, &hp->dropout, .fmin = 0, .fmax = 1, .metavar = "X",
+        {DONTO_OPT_FLOAT, "dropout", 0, &hp->dropout, .fmin = 0, .fmax = 1, .fmax_open = 1, .metavar = "X",
          .help = "dropout, in [0, 1) (default 0)"},
-        {DONTO_OPT_INT, "epochs", 0, &hp->epochs, .min = 1, .max = 100000000, .metavar = "N", .help = "(default 1500)"},
-        {DONTO_OPT_INT, "patience", 0, &hp->patience, .min = 0, .max = 100000000, .metavar = "N",
-         .help = "early stopping (default 200)"},
+        {DONTO_OPT_INT, "epochs", 0, &hp->epochs, .min = 1, .max = 100000000, .metavar = "N",
+         .help = "at most N epochs, N >= 1 (default 1500)"},
+        {DONTO_OPT_INT, "patience", 0, &hp->patience, .min = 1, .max = 100000000, .metavar = "N",
+         .help = "stop after N epochs without a better validation score (default 200)"},
         {DONTO_OPT_CHOICE, "stop", 0, &hp->stop_acc, .choices = STOPS, .metavar = "loss|acc",
          .help = "model selection on validation loss (default) or accuracy"},
         /* uint64_t written as its corresponding signed type (C17 6.5p7), never negative */
@@ -209,6 +214,26 @@ static json_t *hp_summary(const donto_sheaf_hp *hp) {
     return o;
 }
 
+/* Can the checkpoint be written? Asked before training, so that a bad path costs no training
+ * time: an existing file is opened for writing without truncating it, a new one is created and
+ * removed again. 0, or -1 with the reason in why. */
+static int check_writable(const char *path, char *why, size_t cap) {
+    struct stat st;
+    int fd;
+    if (!stat(path, &st)) {
+        if (S_ISDIR(st.st_mode)) return snprintf(why, cap, "it is a directory"), -1;
+        fd = open(path, O_WRONLY | O_APPEND | O_NONBLOCK);
+        if (fd < 0) return snprintf(why, cap, "%s", strerror(errno)), -1;
+        close(fd);
+        return 0;
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) return snprintf(why, cap, "%s", strerror(errno)), -1;
+    close(fd);
+    unlink(path);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 
 static int cmd_train(int argc, char **argv) {
@@ -245,6 +270,11 @@ static int cmd_train(int argc, char **argv) {
     if (orc >= 0) return orc;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
     if (!data) return donto_opt_usage_error(&cmd, "--data is required");
+    char why[256];
+    if (ckpt && check_writable(ckpt, why, sizeof why)) {
+        fprintf(stderr, "donto-sheaf train: cannot write the checkpoint %s: %s (checked before training)\n", ckpt, why);
+        return 1;
+    }
     set_threads(threads);
     donto_err err = {0};
     donto_graph g;
