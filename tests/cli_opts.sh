@@ -48,7 +48,7 @@ usage_error "--seed: -1 is out of range (0..9223372036854775807)" "$SHEAF" train
 usage_error "--epochs: '1.5' is not a whole number" "$SHEAF" train --data texas --epochs 1.5
 usage_error "--d: 0 is out of range" "$SHEAF" train --data texas --d 0
 usage_error "--lr: 'nan' is not a finite number" "$SHEAF" train --data texas --lr nan
-usage_error "--dropout: 2 is out of range (0..1)" "$SHEAF" train --data texas --dropout 2
+usage_error "--dropout: 2 is out of range (must be >= 0 and < 1)" "$SHEAF" train --data texas --dropout 2
 usage_error "--family: unknown family 'mlp'" "$SHEAF" train --data texas --family mlp
 usage_error "--split: 'one' is not a whole number (or all)" "$SHEAF" train --data texas --split one
 usage_error "--data is required" "$SHEAF" train

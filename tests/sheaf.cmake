@@ -5,7 +5,12 @@
 add_executable(sheaf_dump ${CMAKE_CURRENT_SOURCE_DIR}/sheaf_dump.c)
 target_link_libraries(sheaf_dump PRIVATE donto)
 
-set(DONTO_GEOM_GCN_DIR "${PROJECT_SOURCE_DIR}/../shared/data/geom-gcn" CACHE PATH "geom-gcn benchmark data")
+# The geom-gcn graphs the repository carries (data/geom-gcn/README.md). A build directory
+# configured when the default was ../shared/data/geom-gcn (outside the repository) moves over.
+set(DONTO_GEOM_GCN_DIR "${PROJECT_SOURCE_DIR}/data/geom-gcn" CACHE PATH "geom-gcn benchmark data")
+if(DONTO_GEOM_GCN_DIR STREQUAL "${PROJECT_SOURCE_DIR}/../shared/data/geom-gcn")
+  set(DONTO_GEOM_GCN_DIR "${PROJECT_SOURCE_DIR}/data/geom-gcn" CACHE PATH "geom-gcn benchmark data" FORCE)
+endif()
 
 # name family graph [dump options...]
 function(donto_sheaf_parity name family graph)
@@ -26,7 +31,22 @@ foreach(graph random texas)
 endforeach()
 donto_sheaf_parity(sheaf_parity_householder_noew_random orth random --d 3 --layers 2 --hidden 4 --no-edge-weights)
 
-# The CLI end to end (train/eval/infer, export files, errors); needs the geom-gcn data.
+# The CLI end to end (train/eval/infer, export files, errors) on the in-repo geom-gcn data.
 add_test(NAME sheaf_cli COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_cli.sh $<TARGET_FILE:donto-sheaf>
          ${DONTO_GEOM_GCN_DIR} ${DONTO_TESTDATA}/sheaf_cli)
 set_tests_properties(sheaf_cli PROPERTIES TIMEOUT 300)
+
+# The in-repo geom-gcn copy is found from any current directory, and beside the executable.
+add_test(NAME sheaf_data COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_data.sh $<TARGET_FILE:donto-sheaf>
+         ${PROJECT_SOURCE_DIR}/data/geom-gcn ${DONTO_TESTDATA}/sheaf_data)
+set_tests_properties(sheaf_data PROPERTIES TIMEOUT 120)
+
+# A checkpoint run on another graph or on splits it was not held out from is refused unless forced.
+add_test(NAME sheaf_ckpt COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_ckpt.sh $<TARGET_FILE:donto-sheaf>
+         ${DONTO_GEOM_GCN_DIR} ${DONTO_TESTDATA}/sheaf_ckpt)
+set_tests_properties(sheaf_ckpt PROPERTIES TIMEOUT 120)
+
+# train fails fast: an unwritable checkpoint before training, nonsense option values at parsing.
+add_test(NAME sheaf_train_checks COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_train_checks.sh $<TARGET_FILE:donto-sheaf>
+         ${DONTO_GEOM_GCN_DIR} ${DONTO_TESTDATA}/sheaf_train_checks)
+set_tests_properties(sheaf_train_checks PROPERTIES TIMEOUT 120)

@@ -17,8 +17,8 @@
 typedef struct vals {
     int flag, on, i, choice, cb;
     int64_t big;
-    double x;
-    float f;
+    double x, rate;
+    float f, keep;
     const char *s;
     int gpu;
 } vals;
@@ -49,6 +49,8 @@ static void table(vals *v, donto_opt *t) {
         {DONTO_OPT_INT, "threads", 't', &v->i, .min = 1, .max = 1024, .metavar = "N", .help = "threads\nsecond line"},
         {DONTO_OPT_INT64, "seed", 0, &v->big, .min = 0, .max = INT64_MAX, .help = "seed"},
         {DONTO_OPT_FLOAT, "decay", 0, &v->f, .fmin = 0, .fmax = 1, .help = "decay"},
+        {DONTO_OPT_DOUBLE, "rate", 0, &v->rate, .fmin = 0, .fmin_open = 1, .fmax = 2, .help = "rate > 0"},
+        {DONTO_OPT_FLOAT, "keep", 0, &v->keep, .fmin = 0, .fmax = 1, .fmax_open = 1, .help = "keep < 1"},
         {DONTO_OPT_STRING, "db", 0, &v->s, .metavar = "URL", .help = "database"},
         {DONTO_OPT_CHOICE, "color", 0, &v->choice, .choices = COLORS, .values = COLOR_VALUES, .help = "color"},
         {DONTO_OPT_INT, "gpu", 0, &v->gpu, .min = 0, .max = 16, .word = "all", .word_value = -1, .env = "TEST_OPT_GPU",
@@ -116,6 +118,11 @@ static void test_types(void) {
     CHECK(run(&v, &e, &np, pos, "--lr", "1e1", NULL) == 0 && v.x == 10, "max inclusive: %s", e.msg);
     CHECK(run(&v, &e, &np, pos, "--lr", "0", NULL) == 0 && v.x == 0, "min inclusive");
     CHECK(run(&v, &e, &np, pos, "--lr", "1e-400", NULL) == 0, "underflow: %s", e.msg);
+    /* an open end excludes the bound itself, the closed end of the same option still includes it */
+    CHECK(run(&v, &e, &np, pos, "--rate", "1e-9", NULL) == 0 && v.rate == 1e-9, "open min: %s", e.msg);
+    CHECK(run(&v, &e, &np, pos, "--rate", "2", NULL) == 0 && v.rate == 2, "closed max: %s", e.msg);
+    CHECK(run(&v, &e, &np, pos, "--keep", "0", NULL) == 0 && v.keep == 0, "closed min: %s", e.msg);
+    CHECK(run(&v, &e, &np, pos, "--keep", "0.999", NULL) == 0, "open max: %s", e.msg);
 }
 
 static void test_errors(void) {
@@ -139,6 +146,11 @@ static void test_errors(void) {
     BAD("--lr: 1e999 is out of range", "--lr", "1e999");
     BAD("--lr: '0.1x' is not a number", "--lr", "0.1x");
     BAD("--decay: 2 is out of range (0..1)", "--decay", "2");
+    BAD("--rate: 0 is out of range (must be > 0 and <= 2)", "--rate", "0");
+    BAD("--rate: -1 is out of range (must be > 0 and <= 2)", "--rate", "-1");
+    BAD("--rate: 2.5 is out of range (must be > 0 and <= 2)", "--rate", "2.5");
+    BAD("--keep: 1 is out of range (must be >= 0 and < 1)", "--keep", "1");
+    BAD("--keep: 0.99999999999 is out of range as a float (must be >= 0 and < 1)", "--keep", "0.99999999999");
     BAD("--color: 'pink' is not one of red|green|blue", "--color", "pink");
     BAD("--even: '3' is not even", "--even", "3");
     BAD("--threads needs a value", "--threads");

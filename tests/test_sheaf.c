@@ -128,7 +128,7 @@ static const char *data_dir(void) {
     if (e) return e;
     static char buf[4096];
     const char *src = getenv("DONTO_SOURCE_DIR");
-    snprintf(buf, sizeof buf, "%s/../shared/data/geom-gcn", src ? src : ".");
+    snprintf(buf, sizeof buf, "%s/data/geom-gcn", src ? src : "."); /* the in-repo copy */
     return buf;
 }
 
@@ -211,6 +211,18 @@ static void test_checkpoint_and_determinism(void) {
                 CHECK(memcmp(c1, l2, sizeof(float) * g.n * g.nclass) == 0, "log-probabilities differ after reload");
                 free(c1);
                 CHECK(hp2.d == 3 && hp2.add_lp == 1 && hp2.family == DONTO_SHEAF_ORTH, "hparams lost");
+                /* the graph and split trained on survive the round trip */
+                const donto_sheaf_origin *o = donto_sheaf_model_origin(m2);
+                CHECK(o->split == 0 && !strcmp(o->fingerprint, g.fingerprint), "origin lost: split %d", o->split);
+                CHECK(donto_sheaf_check_graph(m2, &g, &err) == 0, "%s", err.msg);
+                CHECK(donto_sheaf_held_out(m2, &g, 0) == 1, "the trained split is held out");
+                CHECK(donto_sheaf_held_out(m2, &g, 1) == 0, "another split is not held out");
+                donto_graph g3;
+                donto_graph_random(&g3, g.n, g.f, g.nclass, 3 * g.n, 99, &err);
+                CHECK(donto_sheaf_check_graph(m2, &g3, &err) == -1, "another graph must be told apart");
+                CHECK_STR_CONTAINS(err.msg, "not on");
+                CHECK(donto_sheaf_held_out(m2, &g3, 0) == 0, "another graph's split is not held out");
+                donto_graph_free(&g3);
                 donto_sheaf_model_free(m2);
             }
             /* a graph with a different feature count is refused */

@@ -27,9 +27,11 @@
  *
  * Checks: integers are whole decimal numbers (strtoll: no trailing garbage,
  * no blanks, overflow caught) inside [min, max]; doubles are finite numbers
- * inside [fmin, fmax]; choices are one of the listed words. Every message
- * names the option and, for numbers, the bounds:
+ * inside [fmin, fmax] (either end excluded by fmin_open / fmax_open); choices
+ * are one of the listed words. Every message names the option and, for
+ * numbers, the bounds:
  *   "--threads: 0 is out of range (1..1024)"
+ *   "--lr: 0 is out of range (must be > 0 and <= 1000)"
  *   "--threads: 'abc' is not a whole number"
  * An option with .env takes its default from that environment variable
  * (when set and not empty), through the same converter; the command line
@@ -68,7 +70,8 @@ typedef struct donto_opt {
     char short_name;     /* 'k' for -k; 0: none */
     void *dest;
     long long min, max;  /* INT, INT64: inclusive bounds */
-    double fmin, fmax;   /* DOUBLE, FLOAT: inclusive bounds */
+    double fmin, fmax;   /* DOUBLE, FLOAT: inclusive bounds ... */
+    int fmin_open, fmax_open; /* ... or exclusive: 1 excludes fmin / fmax itself (lr > 0, dropout < 1) */
     const char *metavar; /* "N", "DIR" (default by type; CHOICE: the words joined by '|') */
     const char *help;    /* '\n' starts a continuation line, indented to the help column */
     const char *const *choices; /* CHOICE: NULL-terminated words */

@@ -40,8 +40,10 @@ typedef struct donto_graph {
 } donto_graph;
 
 /* Load a graph. `spec` is one of:
- *   a geom-gcn dataset name (texas, wisconsin, cornell, chameleon), looked up under
- *     data_dir (default $DONTO_GEOM_GCN_DIR or ../shared/data/geom-gcn relative paths);
+ *   a geom-gcn dataset name (texas, wisconsin, cornell, chameleon), looked up under data_dir,
+ *     then $DONTO_GEOM_GCN_DIR, then the repository's data/geom-gcn: beside the executable's
+ *     directory (/proc/self/exe/../../data/geom-gcn), then in the source tree built from (a
+ *     compile-time path); never relative to the current directory;
  *   a directory holding out1_graph_edges.txt (+ features file or <name>.npz);
  *   a donto-sheaf export file (JSON, docs/sheaf-export.md), task = NULL for the first task.
  * Features are row-normalised for geom-gcn data (as the reference does). */
@@ -56,6 +58,8 @@ int donto_graph_random(donto_graph *g, int n, int f, int nclass, long m, uint64_
 /* Random 60/20/20 splits (for graphs without shipped ones). */
 void donto_graph_random_splits(donto_graph *g, int nsplits, uint64_t seed);
 void donto_graph_fingerprint(donto_graph *g);
+/* SHA-256 hex of split s's train, val and test masks (out: 65 chars; "" when s is no split). */
+void donto_graph_split_fingerprint(const donto_graph *g, int split, char out[65]);
 void donto_graph_free(donto_graph *g);
 
 /* Read one array from a .npz (zip, stored or deflate) file: dtype is the npy descr
@@ -114,6 +118,22 @@ typedef struct donto_sheaf_model donto_sheaf_model;
 donto_sheaf_model *donto_sheaf_model_new(const donto_sheaf_hp *hp, const donto_graph *g, donto_err *err);
 void donto_sheaf_model_free(donto_sheaf_model *m);
 const donto_sheaf_hp *donto_sheaf_model_hp(const donto_sheaf_model *m);
+
+/* What a model's weights were trained on: set by donto_sheaf_train, kept by checkpoints. A new
+ * model, or a checkpoint that does not record them, has split -1 and empty strings. */
+typedef struct donto_sheaf_origin {
+    char graph[128];            /* the graph's name */
+    char fingerprint[65];       /* its fingerprint (donto_graph.fingerprint) */
+    int split;                  /* the split trained on (its train mask; selected on its val mask) */
+    char split_fingerprint[65]; /* donto_graph_split_fingerprint of that split */
+} donto_sheaf_origin;
+const donto_sheaf_origin *donto_sheaf_model_origin(const donto_sheaf_model *m);
+/* 0 when g is the graph the model was trained on (the same fingerprint); -1 with an error naming
+ * both graphs and fingerprints when it is another one, or when the model records none. */
+int donto_sheaf_check_graph(const donto_sheaf_model *m, const donto_graph *g, donto_err *err);
+/* 1 when split s of g is held out for the model: g is its graph and s the split it was trained
+ * on, with the same masks (any other split's test nodes may be among its training nodes). */
+int donto_sheaf_held_out(const donto_sheaf_model *m, const donto_graph *g, int split);
 /* Parameters / gradients (flat, nparams floats) and their table. */
 float *donto_sheaf_params(donto_sheaf_model *m, size_t *nparams);
 float *donto_sheaf_grads(donto_sheaf_model *m);
@@ -151,11 +171,14 @@ double donto_sheaf_train_step(donto_sheaf_model *m, const donto_graph *g, int sp
 /* ---- checkpoints ----------------------------------------------------- */
 
 /* JSON: {"format":"donto-sheaf-checkpoint","version":1,"family",...,"hparams":{...},
- *        "graph":{"n","f","nclass","name","fingerprint"},"metrics":{...},
+ *        "graph":{"n","f","nclass","name","fingerprint"},"split":s,"split_fingerprint":"..",
+ *        "metrics":{...},
  *        "tensors":[{"name","rows","cols","data":[...]}]} ; %.9g floats round-trip exactly. */
 int donto_sheaf_save(const donto_sheaf_model *m, const donto_graph *g, const donto_sheaf_metrics *met,
                      const char *path, donto_err *err);
-/* Load: builds the model for graph g (its f and nclass must match the checkpoint). */
+/* Load: builds the model for graph g (its f and nclass must match the checkpoint); the origin
+ * (graph, split) is the checkpoint's, which the caller compares (donto_sheaf_check_graph,
+ * donto_sheaf_held_out). */
 donto_sheaf_model *donto_sheaf_load(const char *path, const donto_graph *g, donto_sheaf_hp *hp_out,
                                     donto_err *err);
 

@@ -4,6 +4,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
@@ -11,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "donto/cli.h"
 #include "donto/opt.h"
@@ -67,21 +71,22 @@ static void hp_opts(donto_opt *t, donto_sheaf_hp *hp, int *threads) {
         {DONTO_OPT_FLAG_OFF, "no-right-weights", 0, &hp->right_weights, .help = "no right (channel) weights"},
         {DONTO_OPT_FLAG_OFF, "no-edge-weights", 0, &hp->edge_weights, .help = "no learned edge weights (orth only)"},
         {DONTO_OPT_FLAG, "second-linear", 0, &hp->second_linear, .help = "a second input linear layer (H x H) after the first"},
-        {DONTO_OPT_DOUBLE, "gen-eps", 0, &hp->gen_eps, .fmin = -1, .fmax = 1e6, .metavar = "X",
-         .help = "General: (D + (1+X) I)^-1/2 (default 0)"},
-        {DONTO_OPT_FLOAT, "lr", 0, &hp->lr, .fmin = 0, .fmax = 1e3, .metavar = "X",
-         .help = "Adam learning rate (default 0.01)"},
+        {DONTO_OPT_DOUBLE, "gen-eps", 0, &hp->gen_eps, .fmin = -1, .fmin_open = 1, .fmax = 1e6, .metavar = "X",
+         .help = "General: (D + (1+X) I)^-1/2, X > -1 (default 0)"},
+        {DONTO_OPT_FLOAT, "lr", 0, &hp->lr, .fmin = 0, .fmin_open = 1, .fmax = 1e3, .metavar = "X",
+         .help = "Adam learning rate, > 0 (default 0.01)"},
         {DONTO_OPT_FLOAT, "weight-decay", 0, &hp->weight_decay, .fmin = 0, .fmax = 1e3, .metavar = "X",
          .help = "L2 decay (default 5e-4)"},
         {DONTO_OPT_FLOAT, "sheaf-decay", 0, &hp->sheaf_decay, .fmin = 0, .fmax = 1e3, .metavar = "X",
          .help = "L2 decay of the sheaf learners (default = weight decay)"},
-        {DONTO_OPT_FLOAT, "input-dropout", 0, &hp->input_dropout, .fmin = 0, .fmax = 1, .metavar = "X",
+        {DONTO_OPT_FLOAT, "input-dropout", 0, &hp->input_dropout, .fmin = 0, .fmax = 1, .fmax_open = 1, .metavar = "X",
          .help = "dropout of the input features, in [0, 1) (default 0)"},
-        {DONTO_OPT_FLOAT, "dropout", 0, &hp->dropout, .fmin = 0, .fmax = 1, .metavar = "X",
+        {DONTO_OPT_FLOAT, "dropout", 0, &hp->dropout, .fmin = 0, .fmax = 1, .fmax_open = 1, .metavar = "X",
          .help = "dropout, in [0, 1) (default 0)"},
-        {DONTO_OPT_INT, "epochs", 0, &hp->epochs, .min = 1, .max = 100000000, .metavar = "N", .help = "(default 1500)"},
-        {DONTO_OPT_INT, "patience", 0, &hp->patience, .min = 0, .max = 100000000, .metavar = "N",
-         .help = "early stopping (default 200)"},
+        {DONTO_OPT_INT, "epochs", 0, &hp->epochs, .min = 1, .max = 100000000, .metavar = "N",
+         .help = "at most N epochs, N >= 1 (default 1500)"},
+        {DONTO_OPT_INT, "patience", 0, &hp->patience, .min = 1, .max = 100000000, .metavar = "N",
+         .help = "stop after N epochs without a better validation score (default 200)"},
         {DONTO_OPT_CHOICE, "stop", 0, &hp->stop_acc, .choices = STOPS, .metavar = "loss|acc",
          .help = "model selection on validation loss (default) or accuracy"},
         /* uint64_t written as its corresponding signed type (C17 6.5p7), never negative */
@@ -209,6 +214,26 @@ static json_t *hp_summary(const donto_sheaf_hp *hp) {
     return o;
 }
 
+/* Can the checkpoint be written? Asked before training, so that a bad path costs no training
+ * time: an existing file is opened for writing without truncating it, a new one is created and
+ * removed again. 0, or -1 with the reason in why. */
+static int check_writable(const char *path, char *why, size_t cap) {
+    struct stat st;
+    int fd;
+    if (!stat(path, &st)) {
+        if (S_ISDIR(st.st_mode)) return snprintf(why, cap, "it is a directory"), -1;
+        fd = open(path, O_WRONLY | O_APPEND | O_NONBLOCK);
+        if (fd < 0) return snprintf(why, cap, "%s", strerror(errno)), -1;
+        close(fd);
+        return 0;
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) return snprintf(why, cap, "%s", strerror(errno)), -1;
+    close(fd);
+    unlink(path);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 
 static int cmd_train(int argc, char **argv) {
@@ -222,7 +247,8 @@ static int cmd_train(int argc, char **argv) {
         {DONTO_OPT_STRING, "data", 0, &data, .metavar = "GRAPH",
          .help = "geom-gcn name (texas, wisconsin, cornell, chameleon), dataset dir, or export file"},
         {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR",
-         .help = "where geom-gcn datasets live (default $DONTO_GEOM_GCN_DIR, ../shared/data/geom-gcn)"},
+         .help = "where geom-gcn datasets live (default $DONTO_GEOM_GCN_DIR, else the repository's\n"
+                 "data/geom-gcn: beside the executable's directory, or the source tree built from)"},
         {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME", .help = "task of an export file (default: the first)"},
         SPLIT_OPT(&split, "0"),
         {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE",
@@ -244,6 +270,11 @@ static int cmd_train(int argc, char **argv) {
     if (orc >= 0) return orc;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
     if (!data) return donto_opt_usage_error(&cmd, "--data is required");
+    char why[256];
+    if (ckpt && check_writable(ckpt, why, sizeof why)) {
+        fprintf(stderr, "donto-sheaf train: cannot write the checkpoint %s: %s (checked before training)\n", ckpt, why);
+        return 1;
+    }
     set_threads(threads);
     donto_err err = {0};
     donto_graph g;
@@ -285,24 +316,57 @@ static int cmd_train(int argc, char **argv) {
 
 /* ------------------------------------------------------------------ */
 
+/* The graph check of eval and infer: 0 to go on (the checkpoint's graph, or another one with
+ * --allow-other-graph, said on stderr), 1 to stop (said on stderr). */
+static int graph_gate(const char *prog, const char *ckpt, const donto_sheaf_model *m, const donto_graph *g,
+                      int allow_other) {
+    donto_err err = {0};
+    if (!donto_sheaf_check_graph(m, g, &err)) return 0;
+    if (!allow_other) {
+        fprintf(stderr, "%s: %s: %s; give --allow-other-graph to run it on this graph anyway\n", prog, ckpt, err.msg);
+        return 1;
+    }
+    fprintf(stderr, "%s: warning: %s was not trained on this graph (--allow-other-graph): %s\n", prog, ckpt, err.msg);
+    return 0;
+}
+
+#define ALLOW_OTHER_GRAPH_OPT(p)                                                                                  \
+    {                                                                                                             \
+        DONTO_OPT_FLAG, "allow-other-graph", 0, (p),                                                              \
+        .help = "run the checkpoint on a graph other than the one it was trained on\n"                           \
+                "(by default a different graph fingerprint is an error)"                                          \
+    }
+
 static int cmd_eval(int argc, char **argv) {
     const char *data = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL;
-    int split = 0, json_out = 0, threads = 0;
+    int split = -2, json_out = 0, threads = 0, other_graph = 0, other_splits = 0; /* split -2: the checkpoint's */
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE", .help = "the model (required)"},
         {DONTO_OPT_STRING, "data", 0, &data, .metavar = "GRAPH", .help = "the graph, as for train (required)"},
         {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR", .help = "as for train"},
         {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME", .help = "as for train"},
-        SPLIT_OPT(&split, "0"),
-        {DONTO_OPT_FLAG, "json", 0, &json_out, .help = "a JSON array of per-split metrics"},
+        SPLIT_OPT(&split, "the split the checkpoint was trained on"),
+        {DONTO_OPT_FLAG, "allow-other-splits", 0, &other_splits,
+         .help = "evaluate splits other than the one trained on, marked not held out\n"
+                 "(by default refused: their test nodes may be among its training nodes)"},
+        ALLOW_OTHER_GRAPH_OPT(&other_graph),
+        {DONTO_OPT_FLAG, "json", 0, &json_out,
+         .help = "a JSON array of per-split metrics (\"held_out\": false for a split not trained on)"},
         THREADS_OPT(&threads),
         {0}};
-    const donto_opt_cmd cmd = {"donto-sheaf eval",
-                               "usage: donto-sheaf eval --checkpoint FILE --data GRAPH [--split I|all] [--json]\n"
-                               "\n"
-                               "Accuracy and NLL of a checkpoint on the train/val/test masks of a graph's split(s).\n"
-                               "\n",
-                               opts, NULL};
+    const donto_opt_cmd cmd = {
+        "donto-sheaf eval",
+        "usage: donto-sheaf eval --checkpoint FILE --data GRAPH [--split I|all] [--json]\n"
+        "\n"
+        "Accuracy and NLL of a checkpoint on the train/val/test masks of a graph's split(s).\n"
+        "\n",
+        opts,
+        "\n"
+        "A checkpoint records the graph (fingerprint) and the split it was trained on. Another graph is an\n"
+        "error unless --allow-other-graph. Only the trained split's test accuracy is held out: the test\n"
+        "nodes of the other splits overlap its training and validation nodes, so --split I (another I) and\n"
+        "--split all are refused unless --allow-other-splits, and their results are then marked not held\n"
+        "out (so are every split's for a checkpoint that records no training split).\n"};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
     if (orc >= 0) return orc;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
@@ -320,9 +384,35 @@ static int cmd_eval(int argc, char **argv) {
         donto_graph_free(&g);
         return 1;
     }
+    if (graph_gate("donto-sheaf eval", ckpt, m, &g, other_graph)) {
+        donto_sheaf_model_free(m), donto_graph_free(&g);
+        return 1;
+    }
+    const donto_sheaf_origin *o = donto_sheaf_model_origin(m);
+    int same_graph = !donto_sheaf_check_graph(m, &g, NULL);
+    if (split == -2) split = same_graph && o->split >= 0 ? o->split : 0;
     int s0 = split < 0 ? 0 : split, s1 = split < 0 ? g.nsplits : split + 1;
     if (s0 >= g.nsplits) {
         fprintf(stderr, "donto-sheaf eval: split %d not available (graph has %d)\n", split, g.nsplits);
+        donto_sheaf_model_free(m), donto_graph_free(&g);
+        return 1;
+    }
+    for (int s = s0; s < s1 && same_graph && !other_splits; s++) {
+        if (donto_sheaf_held_out(m, &g, s)) continue;
+        if (o->split < 0)
+            fprintf(stderr,
+                    "donto-sheaf eval: %s records no training split (an older checkpoint), so no split's test "
+                    "accuracy can be told held out; give --allow-other-splits to evaluate anyway\n", ckpt);
+        else if (s == o->split)
+            fprintf(stderr,
+                    "donto-sheaf eval: %s was trained on split %d of %s, but this graph's split %d has other masks; "
+                    "give --allow-other-splits to evaluate anyway\n", ckpt, o->split, o->graph, s);
+        else
+            fprintf(stderr,
+                    "donto-sheaf eval: %s was trained on split %d of %s: split %d's test nodes may be among its "
+                    "training and validation nodes, so its test accuracy is not held out; evaluate split %d (the "
+                    "default), or give --allow-other-splits to evaluate %s marked not held out\n",
+                    ckpt, o->split, o->graph, s, o->split, split < 0 ? "all splits" : "it");
         donto_sheaf_model_free(m), donto_graph_free(&g);
         return 1;
     }
@@ -331,10 +421,20 @@ static int cmd_eval(int argc, char **argv) {
         donto_sheaf_metrics mt = {0};
         donto_sheaf_evaluate(m, &g, s, &mt);
         mt.best_epoch = -1;
-        if (json_out) json_array_append_new(arr, metrics_json(&mt, s));
-        else
-            printf("split %d: train_acc %.4f val_acc %.4f test_acc %.4f  train_loss %.4f val_loss %.4f test_loss %.4f\n", s,
-                   mt.train_acc, mt.val_acc, mt.test_acc, mt.train_loss, mt.val_loss, mt.test_loss);
+        int held = donto_sheaf_held_out(m, &g, s);
+        const char *why = held ? "" : !same_graph ? "  (another graph)"
+                                  : o->split < 0  ? "  (not held out: training split unknown)"
+                                  : s == o->split ? "  (not held out: masks differ from training's)"
+                                                  : "  (not held out: trained on another split)";
+        if (json_out) {
+            json_t *j = metrics_json(&mt, s);
+            json_object_set_new(j, "held_out", json_boolean(held));
+            json_object_set_new(j, "same_graph", json_boolean(same_graph));
+            json_array_append_new(arr, j);
+        } else {
+            printf("split %d: train_acc %.4f val_acc %.4f test_acc %.4f  train_loss %.4f val_loss %.4f test_loss %.4f%s\n",
+                   s, mt.train_acc, mt.val_acc, mt.test_acc, mt.train_loss, mt.val_loss, mt.test_loss, why);
+        }
     }
     if (json_out) {
         char *s = json_dumps(arr, JSON_COMPACT | JSON_REAL_PRECISION(6));
@@ -354,7 +454,7 @@ enum { INFER_JSONL, INFER_TSV };
 
 static int cmd_infer(int argc, char **argv) {
     const char *in = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL, *out = NULL;
-    int threads = 0, format = INFER_JSONL;
+    int threads = 0, format = INFER_JSONL, other_graph = 0;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE", .help = "the model (required)"},
         {DONTO_OPT_STRING, "in", 0, &in, .metavar = "GRAPH", .help = "the graph, as --data of train (required)"},
@@ -365,6 +465,7 @@ static int cmd_infer(int argc, char **argv) {
         {DONTO_OPT_CHOICE, "format", 0, &format, .choices = INFER_FORMATS,
          .help = "jsonl (default): {\"node\": id, \"pred\": k, \"logp\": [...]} per line (%.9g floats)\n"
                  "tsv: node<TAB>pred<TAB>logp_0<TAB>..."},
+        ALLOW_OTHER_GRAPH_OPT(&other_graph),
         THREADS_OPT(&threads),
         {0}};
     const donto_opt_cmd cmd = {
@@ -372,6 +473,8 @@ static int cmd_infer(int argc, char **argv) {
         "usage: donto-sheaf infer --checkpoint FILE --in GRAPH [--out FILE] [--format jsonl|tsv]\n"
         "\n"
         "Predicted class and log-probabilities for every node (the same forward as training's eval).\n"
+        "The graph must be the one the checkpoint was trained on (the same fingerprint: features, labels,\n"
+        "edges) unless --allow-other-graph.\n"
         "\n",
         opts, NULL};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
@@ -389,6 +492,10 @@ static int cmd_infer(int argc, char **argv) {
     if (!m) {
         fprintf(stderr, "donto-sheaf infer: %s\n", err.msg);
         donto_graph_free(&g);
+        return 1;
+    }
+    if (graph_gate("donto-sheaf infer", ckpt, m, &g, other_graph)) {
+        donto_sheaf_model_free(m), donto_graph_free(&g);
         return 1;
     }
     FILE *f = out ? fopen(out, "w") : stdout;

@@ -4,6 +4,7 @@
  * round-trips float32 exactly (tests/test_sheaf.c checks it bit for bit).
  */
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,10 @@ int donto_sheaf_save(const donto_sheaf_model *m, const donto_graph *g, const don
     json_object_set_new(gj, "edges", json_integer(m->ne));
     json_object_set_new(gj, "fingerprint", json_string(g ? g->fingerprint : ""));
     json_object_set_new(root, "graph", gj);
+    if (m->origin.split >= 0) { /* the split the weights were trained on */
+        json_object_set_new(root, "split", json_integer(m->origin.split));
+        json_object_set_new(root, "split_fingerprint", json_string(m->origin.split_fingerprint));
+    }
     if (met) {
         json_t *mj = json_object();
         json_object_set_new(mj, "train_acc", json_real(met->train_acc));
@@ -164,6 +169,15 @@ donto_sheaf_model *donto_sheaf_load(const char *path, const donto_graph *g, dont
             m->p[m->t[i].off + j] = (float)json_number_value(v);
         }
     }
+    const char *gname = json_string_value(json_object_get(gj, "name"));
+    const char *gfp = json_string_value(json_object_get(gj, "fingerprint"));
+    const char *sfp = json_string_value(json_object_get(root, "split_fingerprint"));
+    json_t *sp = json_object_get(root, "split");
+    snprintf(m->origin.graph, sizeof m->origin.graph, "%s", gname ? gname : "");
+    snprintf(m->origin.fingerprint, sizeof m->origin.fingerprint, "%s", gfp ? gfp : "");
+    m->origin.split = json_is_integer(sp) && json_integer_value(sp) >= 0 && json_integer_value(sp) < INT_MAX
+                          ? (int)json_integer_value(sp) : -1;
+    snprintf(m->origin.split_fingerprint, sizeof m->origin.split_fingerprint, "%s", sfp ? sfp : "");
     if (hp_out) *hp_out = m->hp;
     goto out;
 fail:
@@ -172,4 +186,26 @@ fail:
 out:
     json_decref(root);
     return m;
+}
+
+/* ------------------------------------------------------------------ */
+/* which graph and split a model belongs to                            */
+
+int donto_sheaf_check_graph(const donto_sheaf_model *m, const donto_graph *g, donto_err *err) {
+    const donto_sheaf_origin *o = &m->origin;
+    if (o->fingerprint[0] && !strcmp(o->fingerprint, g->fingerprint)) return 0;
+    if (!o->fingerprint[0])
+        return donto_seterr(err, "records no graph fingerprint, so it cannot be told trained on '%s' (fingerprint %.16s)",
+                            g->name[0] ? g->name : "(unnamed)", g->fingerprint);
+    return donto_seterr(err, "trained on graph '%s' (fingerprint %.16s), not on '%s' (fingerprint %.16s)",
+                        o->graph[0] ? o->graph : "(unnamed)", o->fingerprint, g->name[0] ? g->name : "(unnamed)",
+                        g->fingerprint);
+}
+
+int donto_sheaf_held_out(const donto_sheaf_model *m, const donto_graph *g, int split) {
+    const donto_sheaf_origin *o = &m->origin;
+    if (o->split < 0 || split != o->split || !o->fingerprint[0] || strcmp(o->fingerprint, g->fingerprint)) return 0;
+    char sfp[65];
+    donto_graph_split_fingerprint(g, split, sfp);
+    return sfp[0] && !strcmp(sfp, o->split_fingerprint);
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "sheaf_int.h"
@@ -193,6 +194,23 @@ void donto_graph_fingerprint(donto_graph *g) {
     EVP_DigestFinal_ex(c, h, &hl);
     EVP_MD_CTX_free(c);
     for (int i = 0; i < 32; i++) snprintf(g->fingerprint + 2 * i, 3, "%02x", h[i]);
+}
+
+void donto_graph_split_fingerprint(const donto_graph *g, int split, char out[65]) {
+    out[0] = 0;
+    if (split < 0 || split >= g->nsplits || !g->train || !g->val || !g->test) return;
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    unsigned char h[32];
+    unsigned int hl = 0;
+    size_t off = (size_t)split * g->n;
+    EVP_DigestInit_ex(c, EVP_sha256(), NULL);
+    EVP_DigestUpdate(c, &g->n, sizeof g->n);
+    EVP_DigestUpdate(c, g->train + off, (size_t)g->n);
+    EVP_DigestUpdate(c, g->val + off, (size_t)g->n);
+    EVP_DigestUpdate(c, g->test + off, (size_t)g->n);
+    EVP_DigestFinal_ex(c, h, &hl);
+    EVP_MD_CTX_free(c);
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
 }
 
 int donto_graph_from_arrays(donto_graph *g, int n, int f, const float *x, const int *y, int nclass, int nedges,
@@ -670,7 +688,27 @@ out:
 
 /* ------------------------------------------------------------------ */
 
-static const char *default_roots[] = {"shared/data/geom-gcn", "../shared/data/geom-gcn", "../../shared/data/geom-gcn"};
+/* The geom-gcn roots searched after --data-dir and $DONTO_GEOM_GCN_DIR, never relative to the
+ * current directory: data/geom-gcn beside the executable's parent directory (a build directory
+ * one level below the repository root: build/donto-sheaf -> data/geom-gcn), then the source
+ * tree's data/geom-gcn, fixed at compile time (DONTO_GEOM_GCN_SOURCE_DIR, src/CMakeLists.txt). */
+static void exe_data_root(char *out, size_t cap) {
+    char exe[4096];
+    out[0] = 0;
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return;
+    exe[k] = 0;
+    for (int up = 0; up < 2; up++) { /* strip the file name, then its directory */
+        char *slash = strrchr(exe, '/');
+        if (!slash) return;
+        *slash = 0;
+    }
+    if (strlen(exe) + sizeof "/data/geom-gcn" <= cap) snprintf(out, cap, "%s/data/geom-gcn", exe);
+}
+
+#ifndef DONTO_GEOM_GCN_SOURCE_DIR
+#define DONTO_GEOM_GCN_SOURCE_DIR ""
+#endif
 
 int donto_graph_load(donto_graph *g, const char *spec, const char *data_dir, const char *task, donto_err *err) {
     memset(g, 0, sizeof *g);
@@ -693,13 +731,21 @@ int donto_graph_load(donto_graph *g, const char *spec, const char *data_dir, con
         return load_geom_gcn(g, root, name, err);
     }
     const char *env = getenv("DONTO_GEOM_GCN_DIR");
-    const char *roots[5] = {data_dir, env, default_roots[0], default_roots[1], default_roots[2]};
-    for (int i = 0; i < 5; i++) {
-        if (!roots[i]) continue;
-        char d[4096];
+    char exe_root[4096];
+    exe_data_root(exe_root, sizeof exe_root);
+    const char *roots[4] = {data_dir, env && *env ? env : NULL, exe_root[0] ? exe_root : NULL,
+                            DONTO_GEOM_GCN_SOURCE_DIR[0] ? DONTO_GEOM_GCN_SOURCE_DIR : NULL};
+    static const char *const what[4] = {"--data-dir", "$DONTO_GEOM_GCN_DIR", "beside the executable",
+                                        "the source tree"};
+    char looked[2048] = "";
+    for (int i = 0; i < 4; i++) {
+        if (!roots[i] || (i == 3 && roots[2] && !strcmp(roots[2], roots[3]))) continue;
+        char d[8192];
         snprintf(d, sizeof d, "%s/%s", roots[i], spec);
         if (is_dir(d)) return load_geom_gcn(g, roots[i], spec, err);
+        size_t l = strlen(looked);
+        snprintf(looked + l, sizeof looked - l, "%s%s (%s)", l ? ", " : "", roots[i], what[i]);
     }
-    return donto_seterr(err, "'%s' is neither a file, a directory, nor a geom-gcn dataset under --data-dir, "
-                             "$DONTO_GEOM_GCN_DIR or ../shared/data/geom-gcn", spec);
+    return donto_seterr(err, "'%s' is neither a file, a directory, nor a geom-gcn dataset under %s", spec,
+                        looked[0] ? looked : "(no data directory)");
 }

@@ -113,6 +113,7 @@ int donto_sheaf_family_parse(const char *s, int *family, int *orth) {
 }
 
 const donto_sheaf_hp *donto_sheaf_model_hp(const donto_sheaf_model *m) { return &m->hp; }
+const donto_sheaf_origin *donto_sheaf_model_origin(const donto_sheaf_model *m) { return &m->origin; }
 float *donto_sheaf_params(donto_sheaf_model *m, size_t *np) {
     if (np) *np = m->np;
     return m->p;
@@ -238,6 +239,7 @@ donto_sheaf_model *donto_sheaf_model_new(const donto_sheaf_hp *hp, const donto_g
 
     donto_sheaf_model *m = donto_xcalloc(1, sizeof *m);
     m->hp = *hp;
+    m->origin.split = -1; /* untrained */
     if (m->hp.sheaf_decay < 0) m->hp.sheaf_decay = m->hp.weight_decay;
     if (m->hp.family != DONTO_SHEAF_ORTH) m->hp.edge_weights = 0;
     m->n = g->n, m->f = g->f, m->K = g->nclass;

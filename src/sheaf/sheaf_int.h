@@ -71,6 +71,7 @@ typedef struct sheaf_layer_act {
 
 struct donto_sheaf_model {
     donto_sheaf_hp hp;
+    donto_sheaf_origin origin; /* what the weights were trained on (split -1: unknown) */
     int n, f, K;
     int d, dp, C, H, P, L; /* P: learner outputs per directed edge */
     int dense;             /* Laplacian blocks stored dense d'xd' (ORTH, GENERAL) */

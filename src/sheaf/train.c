@@ -77,6 +77,10 @@ int donto_sheaf_train(donto_sheaf_model *m, const donto_graph *g, int split, don
     if (split < 0 || split >= (g->nsplits ? g->nsplits : 1) || !g->train)
         return donto_seterr(err, "split %d not available (graph has %d splits)", split, g->nsplits);
     if (m->n != g->n || m->f != g->f) return donto_seterr(err, "model shape does not match the graph");
+    snprintf(m->origin.graph, sizeof m->origin.graph, "%s", g->name);
+    memcpy(m->origin.fingerprint, g->fingerprint, sizeof m->origin.fingerprint);
+    m->origin.split = split;
+    donto_graph_split_fingerprint(g, split, m->origin.split_fingerprint);
     memset(m->adam_m, 0, sizeof(float) * m->np);
     memset(m->adam_v, 0, sizeof(float) * m->np);
     m->adam_t = 0;

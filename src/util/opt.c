@@ -74,7 +74,14 @@ static int conv_integer(const char *who, const char *s, long long lo, long long 
     return 0;
 }
 
-static int conv_double(const char *who, const char *s, double lo, double hi, double *out, donto_err *err) {
+static int in_range(double v, double lo, double hi, int lo_open, int hi_open) {
+    return !(lo_open ? v <= lo : v < lo) && !(hi_open ? v >= hi : v > hi);
+}
+
+/* A double in [lo, hi] (an end excluded when open); is_float: the value rounded to float must stay
+ * off an open end too (0.99999999999 rounds to 1.0f, 1e-50 to 0.0f). */
+static int conv_double(const char *who, const char *s, double lo, double hi, int lo_open, int hi_open, int is_float,
+                       double *out, donto_err *err) {
     if (!*s || isspace((unsigned char)*s)) return donto_seterrc(err, DONTO_E_INVALID, "%s: '%s' is not a number", who, s);
     char *end;
     errno = 0;
@@ -82,10 +89,19 @@ static int conv_double(const char *who, const char *s, double lo, double hi, dou
     if (*end) return donto_seterrc(err, DONTO_E_INVALID, "%s: '%s' is not a number", who, s);
     int overflow = errno == ERANGE && fabs(v) > 1; /* ERANGE near 0 is underflow: kept */
     if (!overflow && !isfinite(v)) return donto_seterrc(err, DONTO_E_INVALID, "%s: '%s' is not a finite number", who, s);
-    if (overflow || v < lo || v > hi)
-        return donto_seterrc(err, DONTO_E_INVALID, "%s: %s is out of range (%g..%g)", who, s, lo, hi);
-    *out = v;
-    return 0;
+    int in = !overflow && in_range(v, lo, hi, lo_open, hi_open);
+    /* an open end is checked again on the float (|v| <= FLT_MAX here); closed ends are not, so that
+     * a bound such as 0.1, not a float, still admits "0.1" */
+    double fv = in && is_float ? (float)v : v;
+    int as_float = in && ((lo_open && fv <= lo) || (hi_open && fv >= hi));
+    if (in && !as_float) {
+        *out = v;
+        return 0;
+    }
+    if (lo_open || hi_open || as_float)
+        return donto_seterrc(err, DONTO_E_INVALID, "%s: %s is out of range%s (must be %s %g and %s %g)", who, s,
+                             as_float ? " as a float" : "", lo_open ? ">" : ">=", lo, hi_open ? "<" : "<=", hi);
+    return donto_seterrc(err, DONTO_E_INVALID, "%s: %s is out of range (%g..%g)", who, s, lo, hi);
 }
 
 /* Convert `value` for option o and store it; who names the source in messages. */
@@ -117,7 +133,7 @@ static int apply(const donto_opt *o, const char *who, const char *value, donto_e
         double lo = o->fmin, hi = o->fmax, v = 0;
         if (lo == 0 && hi == 0) lo = -DBL_MAX, hi = DBL_MAX;
         if (o->type == DONTO_OPT_FLOAT) lo = lo < -FLT_MAX ? -FLT_MAX : lo, hi = hi > FLT_MAX ? FLT_MAX : hi;
-        if (conv_double(who, value, lo, hi, &v, err)) return -1;
+        if (conv_double(who, value, lo, hi, o->fmin_open, o->fmax_open, o->type == DONTO_OPT_FLOAT, &v, err)) return -1;
         if (o->type == DONTO_OPT_FLOAT) *(float *)o->dest = (float)v;
         else *(double *)o->dest = v;
         return 0;
