@@ -25,10 +25,11 @@ static char root[256];
 static char model[512];
 static char errbuf[1 << 16];
 
+/* root/name (a ring of buffers: good for the few paths of one call) */
 static const char *path_in(const char *name) {
-    static char p[4][600];
+    static char p[8][600];
     static int k;
-    k = (k + 1) % 4;
+    k = (k + 1) % 8;
     snprintf(p[k], sizeof p[k], "%s/%s", root, name);
     return p[k];
 }
@@ -90,7 +91,9 @@ static void make_progress_input(void) {
 
 static void test_progress(void) {
     make_progress_input();
-    const char *in = path_in("progress.jsonl"), *out = path_in("progress.out.jsonl");
+    char in[600], out[600];
+    snprintf(in, sizeof in, "%s", path_in("progress.jsonl"));
+    snprintf(out, sizeof out, "%s", path_in("progress.out.jsonl"));
     /* A line after every batch: stderr is a file here, not a terminal. */
     int rc = embed("--model", model, "--in", in, "--out", out, "--chunk", "4", "--progress-every", "0", NULL);
     CHECK_EQ_INT(rc, 0);
@@ -132,7 +135,8 @@ static void make_bad_input(const char *name) {
 
 static void test_bad_lines(void) {
     make_bad_input("bad.jsonl");
-    const char *in = path_in("bad.jsonl");
+    char in[600];
+    snprintf(in, sizeof in, "%s", path_in("bad.jsonl"));
     /* Default: fail, name the line, leave no output (the npy header would
      * otherwise disagree with the rows written so far). */
     unlink(path_in("bad.npy"));
