@@ -497,7 +497,7 @@ int donto_embed_cmd(int argc, char **argv) {
         }
         if (r == 0) break;
     }
-    if (pg.on && (pg.tty ? pg.lines > 0 : pg.lines > 0 && pg.shown_items != pg.items)) {
+    if (pg.on && pg.lines > 0 && pg.shown_items != pg.items) { /* the last figures */
         pthread_mutex_lock(&pg.mu);
         progress_print(&pg, donto_now());
         pthread_mutex_unlock(&pg.mu);
