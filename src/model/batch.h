@@ -134,6 +134,11 @@ typedef struct bp_stream {
     bp_batch *batches;
     size_t cap;
     uint64_t batches_run, tokens_run;
+    int dst_tok[BP_MAX_SLOTS]; /* tokens of the slot's batch */
+    /* Called once a batch's vectors are in place (NULL: none): its
+     * sequences and tokens. Runs on the thread that drives the stream. */
+    void (*on_done)(void *ctx, size_t seqs, size_t tokens);
+    void *on_done_ctx;
 } bp_stream;
 
 int bp_stream_init(bp_stream *s, const bp_engine *eng, donto_err *err);

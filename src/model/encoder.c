@@ -20,10 +20,13 @@
 #include "donto/encoder.h"
 
 #include <cblas.h>
+#include <jansson.h>
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "batch.h"
 #include "bert_cpu.h"
@@ -62,6 +65,8 @@ struct donto_encoder {
     int neng;
     engine eng[DONTO_MAX_ENGINES];
     pthread_mutex_t gmu; /* one caller at a time on the attached engines */
+    char max_len_from[160]; /* where o.max_len came from (donto_encoder_max_len_from) */
+    int lowercase;          /* the tokenizer lowercases (tokenizer_config.json do_lower_case) */
 };
 
 int donto_cuda_built(void) {
@@ -148,6 +153,7 @@ int donto_encoder_attach_engine(donto_encoder *e, const bp_engine *eng, donto_er
     engine *g = &e->eng[e->neng];
     g->eng = *eng;
     if (bp_stream_init(&g->st, &g->eng, err)) return -1;
+    g->st.on_done = e->o.progress, g->st.on_done_ctx = e->o.progress_ctx;
     e->neng++;
     return 0;
 }
@@ -164,6 +170,125 @@ int donto_encoder_devinfo_get(const donto_encoder *e, donto_encoder_devinfo *out
     return 0;
 }
 
+/* ---------- the model's own settings ----------
+ *
+ * What sentence-transformers reads, in its order, so that our vectors are
+ * SentenceTransformer(dir).encode()'s: the token limit per text from
+ * sentence_bert_config.json max_seq_length, else the smaller of
+ * tokenizer_config.json model_max_length and config.json
+ * max_position_embeddings; the tokenizer's case from tokenizer_config.json
+ * (do_lower_case, strip_accents, tokenize_chinese_chars, which transformers'
+ * fast BERT tokenizer also applies over tokenizer.json's normalizer). */
+
+/* dir/name parsed into *out (a JSON object), or *out = NULL when the file is
+ * absent. Numbers are read as reals: HF writes "no limit" as 1e30 in digits,
+ * which is no C integer. */
+static int load_json(const char *dir, const char *name, json_t **out, donto_err *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) != 0) return 0;
+    char *buf;
+    size_t len;
+    if (donto_read_file(path, &buf, &len, err)) return -1;
+    json_error_t je;
+    json_t *r = json_loadb(buf, len, JSON_DECODE_INT_AS_REAL, &je);
+    free(buf);
+    if (!r || !json_is_object(r)) {
+        json_decref(r);
+        return donto_seterr(err, "%s: not a JSON object%s%s", path, r ? "" : ": ", r ? "" : je.text);
+    }
+    *out = r;
+    return 0;
+}
+
+/* o[key]: 1 and *v when a number, 0 when absent or null, -1 (err) otherwise. */
+static int num_field(json_t *o, const char *file, const char *key, double *v, donto_err *err) {
+    json_t *x = o ? json_object_get(o, key) : NULL;
+    if (!x || json_is_null(x)) return 0;
+    if (!json_is_number(x) || !isfinite(json_number_value(x)))
+        return donto_seterr(err, "%s: \"%s\" must be a number", file, key);
+    *v = json_number_value(x);
+    return 1;
+}
+
+/* o[key]: 1 true, 0 false, dflt when absent or null, -2 (err) otherwise. */
+static int bool_field(json_t *o, const char *file, const char *key, int dflt, donto_err *err) {
+    json_t *x = o ? json_object_get(o, key) : NULL;
+    if (!x || json_is_null(x)) return dflt;
+    if (!json_is_boolean(x)) {
+        donto_seterr(err, "%s: \"%s\" must be true or false", file, key);
+        return -2;
+    }
+    return json_is_true(x);
+}
+
+static int read_settings(donto_encoder *e, const char *dir, donto_tokenizer_opts *to, donto_err *err) {
+    const int maxpos = e->w->cfg.max_position;
+    json_t *sb = NULL, *tc = NULL;
+    int rc = -1, r;
+    double v = 0;
+    if (load_json(dir, "sentence_bert_config.json", &sb, err) || load_json(dir, "tokenizer_config.json", &tc, err))
+        goto out;
+    /* The token limit. */
+    int limit = maxpos;
+    snprintf(e->max_len_from, sizeof e->max_len_from, "config.json max_position_embeddings");
+    if ((r = num_field(sb, "sentence_bert_config.json", "max_seq_length", &v, err)) < 0) goto out;
+    if (r) {
+        if (v < 2 || v != floor(v)) {
+            donto_seterr(err, "%s/sentence_bert_config.json: max_seq_length %g is not a whole number >= 2", dir, v);
+            goto out;
+        }
+        if (v <= maxpos) {
+            limit = (int)v;
+            snprintf(e->max_len_from, sizeof e->max_len_from, "sentence_bert_config.json max_seq_length");
+        } else {
+            snprintf(e->max_len_from, sizeof e->max_len_from,
+                     "config.json max_position_embeddings (sentence_bert_config.json max_seq_length %.0f is over it)", v);
+        }
+    } else {
+        if ((r = num_field(tc, "tokenizer_config.json", "model_max_length", &v, err)) < 0) goto out;
+        if (r && v >= 2 && v <= maxpos) { /* larger (HF's 1e30 "no limit"): max_position_embeddings */
+            limit = (int)v;
+            snprintf(e->max_len_from, sizeof e->max_len_from, "tokenizer_config.json model_max_length");
+        }
+    }
+    if (e->o.max_len > maxpos) {
+        donto_seterr(err, "%s: max_len %d is over the model's max_position_embeddings %d (config.json)", dir,
+                     e->o.max_len, maxpos);
+        goto out;
+    }
+    if (e->o.max_len > 0) snprintf(e->max_len_from, sizeof e->max_len_from, "max_len option");
+    else e->o.max_len = limit;
+    if (e->o.max_len < 2) e->o.max_len = 2;
+    /* The tokenizer's case. BertTokenizer's defaults: lowercase, accents
+     * stripped when lowercasing, spaces around CJK ideographs. */
+    donto_tokenizer_default_opts(to);
+    if ((r = bool_field(tc, "tokenizer_config.json", "do_lower_case", 1, err)) == -2) goto out;
+    to->lowercase = e->lowercase = r;
+    if ((r = bool_field(tc, "tokenizer_config.json", "strip_accents", -1, err)) == -2) goto out;
+    to->strip_accents = r;
+    if ((r = bool_field(tc, "tokenizer_config.json", "tokenize_chinese_chars", 1, err)) == -2) goto out;
+    to->tokenize_cjk = r;
+    /* sentence-transformers' own do_lower_case is Python's str.lower() on
+     * the text before the tokenizer: a no-op for an uncased tokenizer, and
+     * not something this tokenizer reproduces before a cased one. */
+    if ((r = bool_field(sb, "sentence_bert_config.json", "do_lower_case", 0, err)) == -2) goto out;
+    if (r && !to->lowercase) {
+        donto_seterr(err, "%s: sentence_bert_config.json asks for do_lower_case (str.lower() before the tokenizer) "
+                          "but tokenizer_config.json says do_lower_case false (cased); lowercasing before a cased "
+                          "tokenizer is not supported",
+                     dir);
+        goto out;
+    }
+    rc = 0;
+out:
+    json_decref(sb);
+    json_decref(tc);
+    return rc;
+}
+
 int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_encoder **out,
                        donto_err *err) {
     *out = NULL;
@@ -175,13 +300,13 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
     if (e->o.batch_tokens <= 0) e->o.batch_tokens = e->o.device == DONTO_DEVICE_CUDA ? GPU_BATCH_TOKENS : CPU_BATCH_TOKENS;
     if (donto_bert_load(dir, &e->w, err)) goto fail;
     const donto_bert_config *c = &e->w->cfg;
-    if (e->o.max_len <= 0 || e->o.max_len > c->max_position) e->o.max_len = c->max_position;
-    if (e->o.max_len < 2) e->o.max_len = 2;
+    donto_tokenizer_opts to;
+    if (read_settings(e, dir, &to, err)) goto fail;
     if (e->o.batch_tokens < e->o.max_len) e->o.batch_tokens = e->o.max_len;
     e->pooling = e->o.pooling >= 0 ? e->o.pooling : (int)c->pooling;
     char path[4096];
     snprintf(path, sizeof path, "%s/vocab.txt", dir);
-    if (donto_tokenizer_open(path, NULL, &e->tok, err)) goto fail;
+    if (donto_tokenizer_open(path, &to, &e->tok, err)) goto fail;
     if (donto_tokenizer_vocab_size(e->tok) != c->vocab_size) {
         donto_seterr(err, "%s: vocab.txt has %d entries, config.json says vocab_size %d", dir,
                      donto_tokenizer_vocab_size(e->tok), c->vocab_size);
@@ -218,6 +343,9 @@ void donto_encoder_close(donto_encoder *e) {
 }
 
 int donto_encoder_dim(const donto_encoder *e) { return e->w->cfg.hidden; }
+int donto_encoder_max_len(const donto_encoder *e) { return e->o.max_len; }
+const char *donto_encoder_max_len_from(const donto_encoder *e) { return e->max_len_from; }
+int donto_encoder_lowercase(const donto_encoder *e) { return e->lowercase; }
 const donto_tokenizer *donto_encoder_tokenizer(const donto_encoder *e) { return e->tok; }
 const donto_bert_config *donto_encoder_config(const donto_encoder *e) { return &e->w->cfg; }
 
@@ -371,6 +499,7 @@ static int open_cpu(donto_encoder *e, size_t n, engine *g, donto_err *err) {
         bp_engine_close(&g->eng);
         return -1;
     }
+    g->st.on_done = e->o.progress, g->st.on_done_ctx = e->o.progress_ctx;
     return 0;
 }
 

@@ -64,6 +64,26 @@ def parse_limits(limit, nfiles):
     return limit
 
 
+def resolve_max_len(model_dir):
+    """The model's own token limit, as sentence-transformers takes it (and donto-embed):
+    sentence_bert_config.json max_seq_length, else tokenizer_config.json model_max_length,
+    either at most config.json max_position_embeddings."""
+    def load(name):
+        p = os.path.join(model_dir, name)
+        if not os.path.exists(p):
+            return {}
+        with open(p, encoding="utf-8") as fh:
+            return json.load(fh)
+    maxpos = load("config.json").get("max_position_embeddings", 512)
+    st = load("sentence_bert_config.json").get("max_seq_length")
+    if st is not None:
+        return min(int(st), maxpos)
+    tok = load("tokenizer_config.json").get("model_max_length")
+    if tok is not None and 2 <= tok <= maxpos:
+        return int(tok)
+    return maxpos
+
+
 def resolve_pooling(model_dir, pooling="auto"):
     if pooling in ("cls", "mean"):
         return pooling

@@ -105,7 +105,8 @@ def main(argv=None):
                     help="passed to the CLI as --precision (default: not passed)")
     ap.add_argument("--min-cos", type=float, default=0.99999)
     ap.add_argument("--max-abs", type=float, default=1e-4)
-    ap.add_argument("--max-len", type=int, default=512)
+    ap.add_argument("--max-len", type=int, default=None,
+                    help="reference token limit (default: the model's own, as donto-embed reads it)")
     ap.add_argument("--pooling", choices=["cls", "mean", "auto"], default="auto")
     ap.add_argument("--ref", default=None, help="reference .npy cache file")
     ap.add_argument("--ref-dir", default=None, help="reference cache dir (file name from a content key)")
@@ -122,6 +123,8 @@ def main(argv=None):
         print("vector_parity: no input texts", file=sys.stderr)
         return 2
     pooling = bert_ref.resolve_pooling(args.model, args.pooling)
+    if args.max_len is None:
+        args.max_len = bert_ref.resolve_max_len(args.model)
     tmpdir = None
     if args.workdir:
         os.makedirs(args.workdir, exist_ok=True)
