@@ -111,7 +111,7 @@ static const char *const FORMATS[] = {"jsonl", "npy", "f32", NULL};
 
 int donto_embed_cmd(int argc, char **argv) {
     const char *model = NULL, *in = NULL, *outp = NULL;
-    int fmt = FMT_JSONL, stats = 0, quiet = 0, lines = 0, prec = -1, dev = DONTO_DEVICE_CPU;
+    int fmt = FMT_JSONL, stats = 0, quiet = 0, lines = 0, prec = -1, dev = DONTO_DEVICE_CPU, isa = DONTO_ISA_AUTO;
     int64_t chunk_n = 8192;
     donto_encoder_opts eo;
     donto_encoder_default_opts(&eo);
@@ -132,6 +132,9 @@ int donto_embed_cmd(int argc, char **argv) {
                  "precision there bf16, fp32 for parity checks)"},
         {DONTO_OPT_INT, "gpu", 0, &eo.gpu, .min = 0, .max = 1024, .word = "all", .word_value = -1, .metavar = "N|all",
          .help = "CUDA device ordinal (default 0); all: one engine per GPU"},
+        {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
+         .help = "CPU kernel set: auto (default: the best this CPU runs) | portable |\n"
+                 "avx2 | avxvnni | avx512 | avx512vnni (docs/engine.md)"},
         {DONTO_OPT_INT, "max-len", 0, &eo.max_len, .min = 1, .max = 1 << 24, .metavar = "N",
          .help = "tokens per text incl. [CLS]/[SEP] (default: model max, 512)"},
         {DONTO_OPT_INT, "batch-tokens", 0, &eo.batch_tokens, .min = 1, .max = 1 << 24, .metavar = "N",
@@ -151,11 +154,14 @@ int donto_embed_cmd(int argc, char **argv) {
     if (orc >= 0) return orc;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
     if (!model) return donto_opt_usage_error(&cmd, "--model is required");
+    donto_err err = {0};
+    if (donto_isa_check((donto_isa)isa, &err))
+        return donto_opt_usage_error(&cmd, "--isa %s: %s", donto_isa_name((donto_isa)isa), err.msg);
+    eo.isa = (donto_isa)isa;
     eo.device = (donto_device)dev;
     if (prec >= 0) eo.precision = (donto_precision)prec;
     const int prec_set = prec >= 0;
     if (eo.device == DONTO_DEVICE_CUDA && !prec_set) eo.precision = DONTO_PREC_BF16;
-    donto_err err = {0};
     donto_encoder *enc;
     if (donto_encoder_open(model, &eo, &enc, &err)) {
         fprintf(stderr, "donto-embed embed: %s\n", err.msg);
@@ -259,13 +265,18 @@ int donto_embed_cmd(int argc, char **argv) {
     if (!rc && truncated && !quiet)
         DLOG_WARN("%zu text(s) reached max_len and were truncated", truncated);
     if (!rc && stats) {
+        /* which kernels ran: the CPU kernel set, the GEMM, OpenBLAS's core */
+        donto_encoder_kernels kern;
+        donto_encoder_kernels_get(enc, &kern);
         fprintf(stderr,
                 "{\"items\":%zu,\"tokens\":%zu,\"seconds\":%.6f,\"items_per_s\":%.3f,"
                 "\"tokens_per_s\":%.1f,\"peak_rss_mb\":%.1f,\"precision\":\"%s\",\"threads\":%d,"
-                "\"wall_seconds\":%.3f,\"device\":\"%s\"}\n",
+                "\"wall_seconds\":%.3f,\"device\":\"%s\",\"isa\":\"%s\",\"gemm\":\"%s\","
+                "\"blas_core\":\"%s\",\"blas_weaker\":%s}\n",
                 items, tokens, enc_s, enc_s > 0 ? items / enc_s : 0.0, enc_s > 0 ? tokens / enc_s : 0.0,
                 donto_peak_rss() / 1048576.0, donto_precision_name(eo.precision),
-                eo.threads > 0 ? eo.threads : donto_ncpu(), donto_now() - t_start, donto_device_name(eo.device));
+                eo.threads > 0 ? eo.threads : donto_ncpu(), donto_now() - t_start, donto_device_name(eo.device),
+                kern.isa, kern.gemm, kern.blas_core, kern.blas_weaker ? "true" : "false");
     }
     chunk_clear(&c);
     free(c.text), free(c.len), free(c.id);
