@@ -34,7 +34,9 @@
 #endif
 
 static cpu_features g_feat;
+static unsigned g_sets; /* bit s: this CPU runs kernel set s */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static void isa_sets(void);
 
 #ifdef ISA_X86
 static unsigned long long isa_xgetbv0(void) {
@@ -102,6 +104,7 @@ static void isa_detect(void) {
 done:
 #endif
     g_feat = f;
+    isa_sets();
 }
 
 const cpu_features *cpu_features_get(void) {
@@ -154,12 +157,21 @@ void cpu_isa_missing(donto_isa s, char *buf, size_t n) {
         snprintf(buf + at, n - at, " (the CPU lists AVX-512 but the OS does not enable its registers)");
 }
 
+/* The sets this CPU runs, once (from isa_detect, under the once). */
+static void isa_sets(void) {
+    g_sets = 1u << DONTO_ISA_AUTO | 1u << DONTO_ISA_PORTABLE;
+    for (int s = DONTO_ISA_PORTABLE + 1; s < DONTO_ISA_N; s++) {
+        int ok = 1;
+        for (const isa_need *q = isa_needs((donto_isa)s); q && q->name; q++)
+            ok &= ((const unsigned char *)&g_feat)[q->off] != 0;
+        if (ok) g_sets |= 1u << s;
+    }
+}
+
 int cpu_isa_supported(donto_isa s) {
-    if (s == DONTO_ISA_AUTO || s == DONTO_ISA_PORTABLE) return 1;
     if ((int)s < 0 || s >= DONTO_ISA_N) return 0;
-    char miss[8];
-    cpu_isa_missing(s, miss, sizeof miss);
-    return miss[0] == 0;
+    cpu_features_get();
+    return (g_sets >> s) & 1;
 }
 
 donto_isa cpu_isa_best(void) {
