@@ -133,8 +133,8 @@ int donto_embed_cmd(int argc, char **argv) {
         {DONTO_OPT_INT, "gpu", 0, &eo.gpu, .min = 0, .max = 1024, .word = "all", .word_value = -1, .metavar = "N|all",
          .help = "CUDA device ordinal (default 0); all: one engine per GPU"},
         {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
-         .help = "CPU kernel set: auto (default: the best this CPU runs) | portable |\n"
-                 "avx2 | avxvnni | avx512 | avx512vnni (docs/engine.md)"},
+         .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
+                 "avx512 | avx512vnni (the CPU kernel set, docs/engine.md)"},
         {DONTO_OPT_INT, "max-len", 0, &eo.max_len, .min = 1, .max = 1 << 24, .metavar = "N",
          .help = "tokens per text incl. [CLS]/[SEP] (default: model max, 512)"},
         {DONTO_OPT_INT, "batch-tokens", 0, &eo.batch_tokens, .min = 1, .max = 1 << 24, .metavar = "N",

@@ -51,8 +51,8 @@ int donto_recall_cmd(int argc, char **argv) {
         {DONTO_OPT_INT, "threads", 0, &threads, .min = 1, .max = 1024, .metavar = "N",
          .help = "encoder threads (default: all CPUs)"},
         {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
-         .help = "CPU kernel set: auto (default: the best this CPU runs) | portable |\n"
-                 "avx2 | avxvnni | avx512 | avx512vnni (docs/engine.md)"},
+         .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
+                 "avx512 | avx512vnni (the CPU kernel set, docs/engine.md)"},
         {0}};
     const donto_opt_cmd cmd = {"donto-embed recall",
                                "usage: donto-embed recall [options] QUERY\n"

@@ -60,8 +60,8 @@ int donto_search_cmd(int argc, char **argv) {
         {DONTO_OPT_INT64, NULL, 'k', &k, .min = 1, .max = 10000, .metavar = "N", .help = "how many texts (default 5)"},
         {DONTO_OPT_FLAG, "json", 0, &json, .help = "a JSON array of {index, score, text}"},
         {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
-         .help = "CPU kernel set: auto (default: the best this CPU runs) | portable |\n"
-                 "avx2 | avxvnni | avx512 | avx512vnni (docs/engine.md)"},
+         .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
+                 "avx512 | avx512vnni (the CPU kernel set, docs/engine.md)"},
         {0}};
     const donto_opt_cmd cmd = {"donto-embed search",
                                "usage: donto-embed search --model DIR --vectors V.npy --texts T.jsonl [-k N] [--json] QUERY\n"

@@ -114,8 +114,9 @@ int donto_serve_cmd(int argc, char **argv) {
         {DONTO_OPT_INT64, "ann-min", 0, &ann_min, .min = 1, .max = 1LL << 40, .metavar = "N",
          .help = "recall uses the ANN index from N vectors on (default 20000)"},
         {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
-         .help = "CPU kernel set of the model (recall, verifier): auto (default: the best\n"
-                 "this CPU runs) | portable | avx2 | avxvnni | avx512 | avx512vnni"},
+         .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
+                 "avx512 | avx512vnni (the CPU kernel set of the recall model and\n"
+                 "the verifier, docs/engine.md)"},
         {DONTO_OPT_CHOICE, "verify", 0, &verify, .choices = VERIFY_NAMES, .metavar = "W",
          .help = "check a sample of submitted vectors by re-embedding them with --model\n"
                  "(fp32): auto (default: when --model is given) | on | off (docs/trust.md)"},
