@@ -12,6 +12,7 @@
 #include "donto/encoder.h"
 #include "donto/model.h"
 #include "bert_cpu.h"
+#include "cpu_isa.h"
 #include "tinybert.h"
 
 static char root[256];
@@ -246,6 +247,90 @@ static void test_encoder(void) {
     }
 }
 
+/* Every kernel set this CPU runs, at both precisions: the SIMD sets give
+ * the same bits as each other (the same AVX2 loops; int16 GEMMs
+ * bit-identical by construction), portable agrees to rounding; a set the
+ * CPU lacks is refused at open with what it needs and what the CPU has. */
+static void test_isa(void) {
+    static const char *texts[] = {"hello world", "the quick brown fox jumps over the lazy dog again and again",
+                                  "", "cat", "running dogs, running cats - the animal kind of run"};
+    const int n = (int)(sizeof texts / sizeof *texts);
+    tiny_spec sp;
+    tiny_default(&sp);
+    sp.hidden = 64, sp.heads = 2, sp.inter = 128; /* D = 32: the attention loops' unrolled head size */
+    const char *d = mkmodel("enc_isa", &sp);
+    for (int prec = DONTO_PREC_FP32; prec <= DONTO_PREC_INT16; prec++) {
+        float *ref = NULL, *simd = NULL;
+        const int H = sp.hidden;
+        for (int s = DONTO_ISA_PORTABLE; s < DONTO_ISA_N; s++) {
+            donto_encoder_opts o;
+            donto_encoder_default_opts(&o);
+            o.threads = 2;
+            o.precision = (donto_precision)prec;
+            o.isa = (donto_isa)s;
+            donto_err err = {0};
+            donto_encoder *enc = NULL;
+            if (!donto_isa_supported((donto_isa)s)) {
+                CHECK(donto_encoder_open(d, &o, &enc, &err) == -1 && !enc, "open with %s accepted",
+                      donto_isa_name((donto_isa)s));
+                CHECK_STR_CONTAINS(err.msg, "which this CPU lacks (it has: ");
+                char miss[256];
+                cpu_isa_missing((donto_isa)s, miss, sizeof miss);
+                if (prec == DONTO_PREC_FP32) printf("SKIP %s: CPU lacks %s\n", donto_isa_name((donto_isa)s), miss);
+                continue;
+            }
+            if (donto_encoder_open(d, &o, &enc, &err)) {
+                CHECK(0, "open %s: %s", donto_isa_name((donto_isa)s), err.msg);
+                continue;
+            }
+            donto_encoder_kernels k;
+            donto_encoder_kernels_get(enc, &k);
+            CHECK(!strcmp(k.isa, donto_isa_name((donto_isa)s)), "kernels isa %s for %s", k.isa,
+                  donto_isa_name((donto_isa)s));
+            CHECK(strstr(k.gemm, prec == DONTO_PREC_INT16 ? "int16" : "openblas") != NULL, "gemm %s", k.gemm);
+            CHECK(k.blas_core[0] != 0 && strstr(k.summary, k.isa) != NULL, "summary %s", k.summary);
+            float *v = calloc((size_t)n * H, 4);
+            CHECK(donto_encoder_encode(enc, texts, NULL, (size_t)n, v, NULL, &err) == 0, "encode: %s", err.msg);
+            donto_encoder_close(enc);
+            if (s == DONTO_ISA_PORTABLE) {
+                ref = v;
+                continue;
+            }
+            for (int i = 0; i < n; i++)
+                CHECK(cosine(v + i * H, ref + i * H, H) > 0.99999, "%s %s text %d vs portable: cos %.9f",
+                      donto_precision_name((donto_precision)prec), donto_isa_name((donto_isa)s), i,
+                      cosine(v + i * H, ref + i * H, H));
+            if (!simd) {
+                simd = v;
+                continue;
+            }
+            CHECK(memcmp(v, simd, (size_t)n * H * 4) == 0, "%s: set %s differs from avx2",
+                  donto_precision_name((donto_precision)prec), donto_isa_name((donto_isa)s));
+            free(v);
+        }
+        free(ref);
+        free(simd);
+    }
+    /* names round trip; auto is the best the CPU runs */
+    for (int s = 0; s < DONTO_ISA_N; s++) CHECK_EQ_INT(donto_isa_parse(donto_isa_name((donto_isa)s)), s);
+    CHECK_EQ_INT(donto_isa_parse("avx1024"), -1);
+    CHECK(donto_isa_supported(donto_isa_best()) && donto_isa_best() >= DONTO_ISA_PORTABLE, "best");
+    /* OpenBLAS core names against the CPU levels (0 SSE .. 3 AVX-512) */
+    CHECK_EQ_INT(cpu_blas_core_level("Prescott"), 0);
+    CHECK_EQ_INT(cpu_blas_core_level("Sandybridge"), 1);
+    CHECK_EQ_INT(cpu_blas_core_level("ZEN"), 2);
+    CHECK_EQ_INT(cpu_blas_core_level("Haswell "), 2);
+    CHECK_EQ_INT(cpu_blas_core_level("SapphireRapids"), 3);
+    CHECK_EQ_INT(cpu_blas_core_level("Unknown"), -1);
+    CHECK_EQ_INT(cpu_blas_core_level(NULL), -1);
+    CHECK(cpu_level() >= 0 && cpu_level() <= 3, "cpu level %d", cpu_level());
+    CHECK(cpu_level() < 2 || donto_isa_supported(DONTO_ISA_AVX2), "level 2 without avx2");
+    char cpu[512];
+    donto_cpu_describe(cpu, sizeof cpu);
+    CHECK_STR_CONTAINS(cpu, "kernel sets: portable");
+    printf("cpu: %s\n", cpu);
+}
+
 static void test_math(void) {
     /* GELU against double erf over [-10, 10]. */
     enum { N = 4003 };
@@ -345,6 +430,7 @@ int main(void) {
     test_bad_files();
     test_encoder();
     test_settings();
+    test_isa();
     test_math();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);

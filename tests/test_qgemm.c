@@ -7,7 +7,12 @@
  *  - tails (m, n, k not multiples of the blocks; 1s), bias NULL, ldx > k,
  *    ldy > n (padding untouched), unaligned scratch, zero rows, worst-case
  *    accumulator magnitude, init errors;
- *  - results identical for every thread count, and on the portable path.
+ *  - results identical for every thread count, and on the portable path;
+ *  - every kernel set this CPU runs (AVX2, AVX-VNNI, AVX-512BW, AVX-512
+ *    VNNI) gives the same bits as the portable path on every case above;
+ *    a set the CPU lacks prints "SKIP <set>: CPU lacks <features>" and is
+ *    not counted (the last line says which sets ran and which were
+ *    skipped); asking for such a set falls back to one that runs.
  */
 #include <math.h>
 #include <stdint.h>
@@ -16,7 +21,14 @@
 #include <string.h>
 
 #include "check.h"
+#include "cpu_isa.h"
 #include "qgemm.h"
+
+/* The SIMD kernel sets this CPU runs (filled in main), and the cases each
+ * has matched the portable path on. */
+static donto_isa g_sets[DONTO_ISA_N];
+static int g_nsets;
+static long g_same[DONTO_ISA_N];
 
 static uint64_t rs = 88172645463325252ull;
 static double urand(void) {
@@ -170,6 +182,17 @@ static void run_case(int m, int n, int k, int ldx_pad, int ldy_pad, int use_bias
     for (size_t i = 0; i < (size_t)m * p.ldy; i++) P[i] = sentinel;
     donto_qgemm_portable(p.X, m, k, p.ldx, &qw, bias, P, p.ldy, scratch + 1, nthreads);
     CHECK(memcmp(P, p.Y, sizeof(float) * (size_t)m * p.ldy) == 0, "portable path differs (m=%d n=%d k=%d)", m, n, k);
+    /* every kernel set the CPU runs: the same bits, padding untouched */
+    float *S = malloc(sizeof(float) * (size_t)m * p.ldy);
+    for (int t = 0; t < g_nsets; t++) {
+        for (size_t i = 0; i < (size_t)m * p.ldy; i++) S[i] = sentinel;
+        donto_qgemm_isa(p.X, m, k, p.ldx, &qw, bias, S, p.ldy, scratch + 1, nthreads, g_sets[t]);
+        const int same = memcmp(P, S, sizeof(float) * (size_t)m * p.ldy) == 0;
+        CHECK(same, "set %s differs from portable (m=%d n=%d k=%d thr=%d)", donto_isa_name(g_sets[t]), m, n, k,
+              nthreads);
+        g_same[g_sets[t]] += same;
+    }
+    free(S);
     free(P);
     free(scratch);
 
@@ -261,13 +284,16 @@ static void test_threads_deterministic(void) {
     CHECK(donto_qweight_init(&qw, p.W, n, k, &err) == 0, "init: %s", err.msg);
     void *scratch = malloc(donto_qgemm_scratch_size(m, k));
     float *Y1 = malloc(sizeof(float) * (size_t)m * n), *Yt = malloc(sizeof(float) * (size_t)m * n);
-    donto_qgemm(p.X, m, k, k, &qw, p.bias, Y1, n, scratch, 1);
-    const int threads[] = {2, 3, 4, 7, 0};
-    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
-        memset(Yt, 0, sizeof(float) * (size_t)m * n);
-        donto_qgemm(p.X, m, k, k, &qw, p.bias, Yt, n, scratch, threads[t]);
-        CHECK(memcmp(Y1, Yt, sizeof(float) * (size_t)m * n) == 0, "nthreads=%d differs from 1 thread", threads[t]);
-    }
+    donto_qgemm_portable(p.X, m, k, k, &qw, p.bias, Y1, n, scratch, 1);
+    const int threads[] = {1, 2, 3, 4, 7, 0};
+    for (int s = -1; s < g_nsets; s++)
+        for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+            memset(Yt, 0, sizeof(float) * (size_t)m * n);
+            if (s < 0) donto_qgemm(p.X, m, k, k, &qw, p.bias, Yt, n, scratch, threads[t]);
+            else donto_qgemm_isa(p.X, m, k, k, &qw, p.bias, Yt, n, scratch, threads[t], g_sets[s]);
+            CHECK(memcmp(Y1, Yt, sizeof(float) * (size_t)m * n) == 0, "%s nthreads=%d differs from portable, 1 thread",
+                  s < 0 ? "auto" : donto_isa_name(g_sets[s]), threads[t]);
+        }
     free(scratch);
     free(Y1);
     free(Yt);
@@ -300,6 +326,13 @@ static void test_extremes(void) {
     float *R = malloc(sizeof(float) * (size_t)m * n);
     ref_qgemm(&p, p.bias, R);
     CHECK(memcmp(R, p.Y, sizeof(float) * (size_t)m * n) == 0, "extremes differ from reference");
+    float *S = malloc(sizeof(float) * (size_t)m * n);
+    for (int t = 0; t < g_nsets; t++) {
+        donto_qgemm_isa(p.X, m, k, k, &qw, p.bias, S, n, scratch, 2, g_sets[t]);
+        CHECK(memcmp(R, S, sizeof(float) * (size_t)m * n) == 0, "extremes: set %s differs from reference",
+              donto_isa_name(g_sets[t]));
+    }
+    free(S);
     /* quantization is exact here, so only fp32 rounding remains */
 #define NEAR(got, want) CHECK(fabs((got) - (want)) <= 1e-6 * fabs(want), "%.9g != %.9g", (double)(got), (double)(want))
     NEAR(p.Y[0], 2.0 * 0.5 * k + p.bias[0]);
@@ -369,13 +402,58 @@ static void test_encoder_shape_error(void) {
     free_problem(&p);
 }
 
+/* A set the CPU lacks is never run: the call takes the best set instead
+ * (so the same bits, and no illegal instruction). */
+static void test_fallback(void) {
+    const int m = 30, n = 50, k = 70;
+    problem p;
+    fill_problem(&p, m, n, k, k, n, 1);
+    donto_qweight qw;
+    CHECK(donto_qweight_init(&qw, p.W, n, k, NULL) == 0, "init");
+    void *scratch = malloc(donto_qgemm_scratch_size(m, k));
+    float *P = malloc(sizeof(float) * (size_t)m * n);
+    donto_qgemm_portable(p.X, m, k, k, &qw, p.bias, P, n, scratch, 1);
+    for (int s = DONTO_ISA_AUTO; s < DONTO_ISA_N; s++) {
+        if (s != DONTO_ISA_AUTO && cpu_isa_supported((donto_isa)s)) continue;
+        donto_qgemm_isa(p.X, m, k, k, &qw, p.bias, p.Y, n, scratch, 1, (donto_isa)s);
+        CHECK(memcmp(P, p.Y, sizeof(float) * (size_t)m * n) == 0, "fallback from %s differs",
+              donto_isa_name((donto_isa)s));
+        CHECK(strstr(donto_qgemm_kernel_name((donto_isa)s), "int16") != NULL, "kernel name");
+    }
+    free(P);
+    free(scratch);
+    donto_qweight_free(&qw);
+    free_problem(&p);
+}
+
 int main(void) {
+    /* Which sets run here; a set that cannot is said and left out. */
+    char ran[128] = "", skipped[128] = "";
+    for (int s = DONTO_ISA_PORTABLE + 1; s < DONTO_ISA_N; s++) {
+        const char *name = donto_isa_name((donto_isa)s);
+        if (cpu_isa_supported((donto_isa)s)) {
+            g_sets[g_nsets++] = (donto_isa)s;
+            continue;
+        }
+        char miss[256];
+        cpu_isa_missing((donto_isa)s, miss, sizeof miss);
+        printf("SKIP %s: CPU lacks %s\n", name, miss);
+        snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), " %s", name);
+    }
+    fflush(stdout);
     test_quant_row();
     test_init_errors();
     test_shapes();
     test_threads_deterministic();
     test_extremes();
     test_encoder_shape_error();
+    test_fallback();
     donto_qgemm(NULL, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 1); /* m = 0: no-op (W unused) */
+    for (int t = 0; t < g_nsets; t++) {
+        CHECK(g_same[g_sets[t]] > 0, "set %s ran no case", donto_isa_name(g_sets[t]));
+        printf("set %s: %ld cases bit-identical to portable\n", donto_isa_name(g_sets[t]), g_same[g_sets[t]]);
+        snprintf(ran + strlen(ran), sizeof ran - strlen(ran), " %s", donto_isa_name(g_sets[t]));
+    }
+    printf("kernel sets run: portable%s; skipped:%s\n", ran, *skipped ? skipped : " none");
     return check_report("test_qgemm");
 }

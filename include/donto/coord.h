@@ -75,6 +75,7 @@ typedef struct donto_coord_config {
     int trust_after;               /* checks passed in a row before a token is trusted; 0: default */
     double verify_floor;           /* lowest sampling probability of a trusted token; 0: default */
     uint64_t verify_seed;          /* 0: random; else the sampling is reproducible */
+    int verify_isa;                /* the verifier's CPU kernel set (donto_isa); 0: auto */
     double canary_rate;            /* canary items (docs/trust.md): how often a trusted token's
                                     * lease answer carries one; 0: 0.1, < 0: no canaries */
     int replicate;                 /* replication (docs/trust.md): an untrusted token's vectors

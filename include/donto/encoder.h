@@ -39,6 +39,20 @@ typedef enum {
  * DONTO_PREC_BF16 (fast) or DONTO_PREC_FP32 (parity/debugging, no TF32). */
 typedef enum { DONTO_DEVICE_CPU = 0, DONTO_DEVICE_CUDA = 1 } donto_device;
 
+/* The CPU engine's kernel sets, in order of preference (src/model/cpu_isa.h;
+ * docs/engine.md "Kernel sets"). One binary carries them all (compiled with
+ * target attributes) and picks one at open; results of the int16 GEMM are
+ * bit-identical across sets, fp32 ones agree to rounding. */
+typedef enum {
+    DONTO_ISA_AUTO = 0,   /* the best set this CPU runs (default) */
+    DONTO_ISA_PORTABLE,   /* plain C: any CPU */
+    DONTO_ISA_AVX2,       /* AVX2 + FMA: int16 vpmaddwd ymm; AVX2 fp32 loops */
+    DONTO_ISA_AVXVNNI,    /* + AVX-VNNI: int16 vpdpwssd ymm */
+    DONTO_ISA_AVX512,     /* + AVX-512 F/BW/VL/DQ: int16 vpmaddwd zmm */
+    DONTO_ISA_AVX512VNNI, /* + AVX-512 VNNI: int16 vpdpwssd zmm */
+    DONTO_ISA_N
+} donto_isa;
+
 typedef struct donto_encoder_opts {
     int threads;               /* 0: all online CPUs */
     int max_len;               /* tokens per text incl. [CLS]/[SEP]; 0: the model's own limit, as
@@ -57,6 +71,8 @@ typedef struct donto_encoder_opts {
      * that batch (with several GPUs, from several threads at once). */
     void (*progress)(void *ctx, size_t texts, size_t tokens);
     void *progress_ctx;
+    donto_isa isa;             /* CPU kernel set: DONTO_ISA_AUTO (default) or one this CPU
+                                  runs (open refuses another, naming what the CPU has) */
 } donto_encoder_opts;
 
 typedef struct donto_encoder donto_encoder;
@@ -109,6 +125,32 @@ int donto_device_parse(const char *s);
 const char *donto_device_name(donto_device d);
 /* 1 when this library was built with the CUDA engine (-DDONTO_CUDA=ON). */
 int donto_cuda_built(void);
+
+/* Kernel sets: names indexed by value, NULL-terminated ("auto" first), for
+ * option tables; parse gives -1 for an unknown name. */
+extern const char *const donto_isa_names[];
+int donto_isa_parse(const char *s);
+const char *donto_isa_name(donto_isa s);
+/* 1 when this CPU runs set s (DONTO_ISA_AUTO and PORTABLE: always). */
+int donto_isa_supported(donto_isa s);
+/* The best set this CPU runs (what DONTO_ISA_AUTO picks). */
+donto_isa donto_isa_best(void);
+/* 0 when this CPU runs s; else -1 with err naming what s needs and the CPU
+ * lacks, and what the CPU has: "kernel set avx512 needs AVX512F, AVX512BW,
+ * ... which this CPU lacks (it has: avx avx2 fma; sets: portable avx2)". */
+int donto_isa_check(donto_isa s, donto_err *err);
+/* What the CPU has, one line for logs: "avx avx2 fma (sets: portable avx2)". */
+void donto_cpu_describe(char *buf, size_t n);
+
+/* Which kernels an open encoder runs, for logs and --stats. */
+typedef struct donto_encoder_kernels {
+    char isa[16];        /* the kernel set in use: "avx2" ("" on CUDA) */
+    char gemm[64];       /* the dense layers: "openblas", "int16 vpmaddwd ymm", "cuda" */
+    char blas_core[48];  /* OpenBLAS's kernels (openblas_get_corename(): "Zen", "Prescott") */
+    int blas_weaker;     /* 1: OpenBLAS's kernels are for an older CPU than this one */
+    char summary[256];   /* one line: "isa avx2, fp32 GEMM openblas (core Zen)" */
+} donto_encoder_kernels;
+void donto_encoder_kernels_get(const donto_encoder *enc, donto_encoder_kernels *out);
 
 /* Device figures of an open encoder (zeros on the CPU). */
 typedef struct donto_encoder_devinfo {

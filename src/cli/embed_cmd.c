@@ -334,7 +334,7 @@ static void input_rewound(input *in) {
 
 int donto_embed_cmd(int argc, char **argv) {
     const char *model = NULL, *in = NULL, *outp = NULL;
-    int fmt = FMT_JSONL, stats = 0, quiet = 0, lines = 0, prec = -1, dev = DONTO_DEVICE_CPU;
+    int fmt = FMT_JSONL, stats = 0, quiet = 0, lines = 0, prec = -1, dev = DONTO_DEVICE_CPU, isa = DONTO_ISA_AUTO;
     int fmt_in = IN_AUTO, skip_bad = 0;
     double every = 10;
     int64_t chunk_n = 8192;
@@ -363,6 +363,9 @@ int donto_embed_cmd(int argc, char **argv) {
                  "precision there bf16, fp32 for parity checks)"},
         {DONTO_OPT_INT, "gpu", 0, &eo.gpu, .min = 0, .max = 1024, .word = "all", .word_value = -1, .metavar = "N|all",
          .help = "CUDA device ordinal (default 0); all: one engine per GPU"},
+        {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
+         .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
+                 "avx512 | avx512vnni (the CPU kernel set, docs/engine.md)"},
         {DONTO_OPT_INT, "max-len", 0, &eo.max_len, .min = 1, .max = 1 << 24, .metavar = "N",
          .help = "tokens per text incl. [CLS]/[SEP], at most the model's\n"
                  "max_position_embeddings (default: the model's own limit, as\n"
@@ -392,6 +395,10 @@ int donto_embed_cmd(int argc, char **argv) {
     if (!model) return donto_opt_usage_error(&cmd, "--model is required");
     if (lines && fmt_in == IN_JSONL) return donto_opt_usage_error(&cmd, "--lines contradicts --format-in jsonl");
     if (lines) fmt_in = IN_TEXT;
+    donto_err err = {0};
+    if (donto_isa_check((donto_isa)isa, &err))
+        return donto_opt_usage_error(&cmd, "--isa %s: %s", donto_isa_name((donto_isa)isa), err.msg);
+    eo.isa = (donto_isa)isa;
     eo.device = (donto_device)dev;
     if (prec >= 0) eo.precision = (donto_precision)prec;
     const int prec_set = prec >= 0;
@@ -400,7 +407,6 @@ int donto_embed_cmd(int argc, char **argv) {
     progress pg = {.on = !quiet, .tty = isatty(2), .every = every};
     pthread_mutex_init(&pg.mu, NULL);
     eo.progress = progress_batch, eo.progress_ctx = &pg;
-    donto_err err = {0};
     donto_encoder *enc;
     if (donto_encoder_open(model, &eo, &enc, &err)) {
         fprintf(stderr, "donto-embed embed: %s\n", err.msg);
@@ -537,18 +543,23 @@ int donto_embed_cmd(int argc, char **argv) {
         DLOG_WARN("%zu of %zu text(s) reached the limit of %d tokens (%s) and were truncated", truncated, items,
                   donto_encoder_max_len(enc), max_len_from);
     if (!rc && stats) {
+        /* which kernels ran: the CPU kernel set, the GEMM, OpenBLAS's core */
+        donto_encoder_kernels kern;
+        donto_encoder_kernels_get(enc, &kern);
         fprintf(stderr,
                 "{\"items\":%zu,\"tokens\":%zu,\"seconds\":%.6f,\"items_per_s\":%.3f,"
                 "\"tokens_per_s\":%.1f,\"peak_rss_mb\":%.1f,\"precision\":\"%s\",\"threads\":%d,"
                 "\"wall_seconds\":%.3f,\"device\":\"%s\","
                 "\"max_len\":%d,\"max_len_from\":\"%s\",\"max_position_embeddings\":%d,\"lowercase\":%s,"
-                "\"truncated\":%zu,\"input_format\":\"%s\",\"skipped\":%zu}\n",
+                "\"truncated\":%zu,\"input_format\":\"%s\",\"skipped\":%zu,\"isa\":\"%s\",\"gemm\":\"%s\","
+                "\"blas_core\":\"%s\",\"blas_weaker\":%s}\n",
                 items, tokens, enc_s, enc_s > 0 ? items / enc_s : 0.0, enc_s > 0 ? tokens / enc_s : 0.0,
                 donto_peak_rss() / 1048576.0, donto_precision_name(eo.precision),
                 eo.threads > 0 ? eo.threads : donto_ncpu(), donto_now() - t_start, donto_device_name(eo.device),
                 donto_encoder_max_len(enc), max_len_from, donto_encoder_config(enc)->max_position,
                 donto_encoder_lowercase(enc) ? "true" : "false", truncated,
-                inp.fmt == IN_JSONL ? "jsonl" : inp.fmt == IN_TEXT ? "text" : "empty", inp.nbad);
+                inp.fmt == IN_JSONL ? "jsonl" : inp.fmt == IN_TEXT ? "text" : "empty", inp.nbad, kern.isa, kern.gemm,
+                kern.blas_core, kern.blas_weaker ? "true" : "false");
     }
     chunk_clear(&c);
     free(c.text), free(c.len), free(c.id);

@@ -25,7 +25,7 @@ int donto_recall_cmd(int argc, char **argv) {
     const char *db = DONTO_STORE_DEFAULT_URL, *model_dir = DONTO_FETCH_DEFAULT_DIR;
     const char *model_name = NULL, *index = NULL;
     int64_t k = 10, ann_min = 0;
-    int json = 0, exact = 0, threads = 0, target = DONTO_TARGET_CLAIM, verified_only = 0;
+    int json = 0, exact = 0, threads = 0, target = DONTO_TARGET_CLAIM, verified_only = 0, isa = DONTO_ISA_AUTO;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL",
          .help = "SQLite file path, or postgres://... (default " DONTO_STORE_DEFAULT_URL ")"},
@@ -50,6 +50,9 @@ int donto_recall_cmd(int argc, char **argv) {
         {DONTO_OPT_FLAG, "json", 0, &json, .help = "one JSON object: {\"query\", \"target\", \"ann\", \"hits\": [...]}"},
         {DONTO_OPT_INT, "threads", 0, &threads, .min = 1, .max = 1024, .metavar = "N",
          .help = "encoder threads (default: all CPUs)"},
+        {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
+         .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
+                 "avx512 | avx512vnni (the CPU kernel set, docs/engine.md)"},
         {0}};
     const donto_opt_cmd cmd = {"donto-embed recall",
                                "usage: donto-embed recall [options] QUERY\n"
@@ -64,6 +67,8 @@ int donto_recall_cmd(int argc, char **argv) {
     if (npos != 1 || !*argv[1]) return donto_opt_usage_error(&cmd, "a QUERY is required");
     const char *query = argv[1];
     donto_err err = {0};
+    if (donto_isa_check((donto_isa)isa, &err))
+        return donto_opt_usage_error(&cmd, "--isa %s: %s", donto_isa_name((donto_isa)isa), err.msg);
     int rc = 1;
     donto_store *s = NULL;
     donto_encoder *enc = NULL;
@@ -89,6 +94,7 @@ int donto_recall_cmd(int argc, char **argv) {
     donto_encoder_opts eo;
     donto_encoder_default_opts(&eo);
     eo.threads = threads;
+    eo.isa = (donto_isa)isa;
     if (donto_store_open(db, &s, &err) || donto_encoder_open(model_dir, &eo, &enc, &err)) goto fail;
     if (verified_only) donto_store_set_verified_only(s, 1); /* every read of vectors through s */
     donto_recall_opts ro = {.model_name = name, .index_prefix = prefix, .ann_min = (size_t)ann_min, .exact = exact};

@@ -52,13 +52,16 @@ static float *read_npy(const char *path, size_t *n, int *dim, donto_err *err) {
 int donto_search_cmd(int argc, char **argv) {
     const char *model = NULL, *vpath = NULL, *tpath = NULL;
     int64_t k = 5;
-    int json = 0;
+    int json = 0, isa = DONTO_ISA_AUTO;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "model", 0, &model, .metavar = "DIR", .help = "the model that embedded V.npy (required)"},
         {DONTO_OPT_STRING, "vectors", 0, &vpath, .metavar = "V.npy", .help = "float32 [n, dim] vectors (required)"},
         {DONTO_OPT_STRING, "texts", 0, &tpath, .metavar = "T.jsonl", .help = "their texts, line i = row i (required)"},
         {DONTO_OPT_INT64, NULL, 'k', &k, .min = 1, .max = 10000, .metavar = "N", .help = "how many texts (default 5)"},
         {DONTO_OPT_FLAG, "json", 0, &json, .help = "a JSON array of {index, score, text}"},
+        {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
+         .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
+                 "avx512 | avx512vnni (the CPU kernel set, docs/engine.md)"},
         {0}};
     const donto_opt_cmd cmd = {"donto-embed search",
                                "usage: donto-embed search --model DIR --vectors V.npy --texts T.jsonl [-k N] [--json] QUERY\n"
@@ -73,6 +76,8 @@ int donto_search_cmd(int argc, char **argv) {
     if (npos != 1) return donto_opt_usage_error(&cmd, "one QUERY, got %d arguments", npos);
     const char *query = argv[1];
     donto_err err = {0};
+    if (donto_isa_check((donto_isa)isa, &err))
+        return donto_opt_usage_error(&cmd, "--isa %s: %s", donto_isa_name((donto_isa)isa), err.msg);
     size_t n;
     int dim;
     float *vecs = read_npy(vpath, &n, &dim, &err);
@@ -107,7 +112,10 @@ int donto_search_cmd(int argc, char **argv) {
         rc = 1;
         goto out;
     }
-    if (donto_encoder_open(model, NULL, &enc, &err)) {
+    donto_encoder_opts eo;
+    donto_encoder_default_opts(&eo);
+    eo.isa = (donto_isa)isa;
+    if (donto_encoder_open(model, &eo, &enc, &err)) {
         fprintf(stderr, "donto-embed search: %s\n", err.msg);
         rc = 1;
         goto out;

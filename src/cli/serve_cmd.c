@@ -43,6 +43,7 @@ typedef struct serve_opts {
     long long drain;                            /* seconds */
     const char *model_dir, *model_name, *index; /* recall (model_dir NULL: none) */
     long long ann_min;
+    int isa; /* donto_isa of the recall encoder */
 } serve_opts;
 
 static int serve_run(const donto_coord_config *cfg, const serve_opts *o);
@@ -59,7 +60,7 @@ int donto_serve_cmd(int argc, char **argv) {
     cfg.listen = "127.0.0.1:8080";
     cfg.version = DONTO_VERSION;
     int64_t drain = 30, ann_min = 0, max_body = 0, lease_ttl = 0, conn_timeout = 0;
-    int migrate = 0, verbose = 0;
+    int migrate = 0, verbose = 0, isa = DONTO_ISA_AUTO;
     int max_conn = 0, per_ip = 0, header_to = 0, body_to = 0, idle_to = 0; /* slow clients: docs/trust.md */
     const char *tls_cert = NULL, *tls_key = NULL;
     const char *model_dir = NULL, *model_name = NULL, *index = NULL;
@@ -112,6 +113,10 @@ int donto_serve_cmd(int argc, char **argv) {
                  "file's path; PostgreSQL: in memory only)"},
         {DONTO_OPT_INT64, "ann-min", 0, &ann_min, .min = 1, .max = 1LL << 40, .metavar = "N",
          .help = "recall uses the ANN index from N vectors on (default 20000)"},
+        {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
+         .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
+                 "avx512 | avx512vnni (the CPU kernel set of the recall model and\n"
+                 "the verifier, docs/engine.md)"},
         {DONTO_OPT_CHOICE, "verify", 0, &verify, .choices = VERIFY_NAMES, .metavar = "W",
          .help = "check a sample of submitted vectors by re-embedding them with --model\n"
                  "(fp32): auto (default: when --model is given) | on | off (docs/trust.md)"},
@@ -178,6 +183,12 @@ int donto_serve_cmd(int argc, char **argv) {
     if (verify == VERIFY_ON && !model_dir)
         return donto_opt_usage_error(&cmd, "--verify on needs --model DIR (the engine that checks vectors)");
     if (verify != VERIFY_OFF && model_dir) cfg.verify_model_dir = model_dir;
+    {
+        donto_err ierr = {0};
+        if (donto_isa_check((donto_isa)isa, &ierr))
+            return donto_opt_usage_error(&cmd, "--isa %s: %s", donto_isa_name((donto_isa)isa), ierr.msg);
+        cfg.verify_isa = isa;
+    }
     cfg.lease_ttl_ms = lease_ttl * 1000;
     cfg.conn_timeout_s = (unsigned)conn_timeout;
     cfg.max_connections = (unsigned)max_conn, cfg.per_ip_limit = (unsigned)per_ip;
@@ -199,7 +210,7 @@ int donto_serve_cmd(int argc, char **argv) {
         cfg.tls_cert_pem = cert_pem;
         cfg.tls_key_pem = key_pem;
     }
-    serve_opts so = {migrate, (long long)drain, model_dir, model_name, index, (long long)ann_min};
+    serve_opts so = {migrate, (long long)drain, model_dir, model_name, index, (long long)ann_min, isa};
     int rc = serve_run(&cfg, &so);
     free(cert_pem);
     free(key_pem);
@@ -248,7 +259,10 @@ static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
             rprefix = v;
         }
         donto_recall_opts ro = {.model_name = rname, .index_prefix = rprefix, .ann_min = (size_t)ann_min};
-        if (donto_encoder_open(model_dir, NULL, &enc, &err) || donto_recall_open(enc, &ro, &rec, &err)) {
+        donto_encoder_opts eo;
+        donto_encoder_default_opts(&eo);
+        eo.isa = (donto_isa)o->isa;
+        if (donto_encoder_open(model_dir, &eo, &enc, &err) || donto_recall_open(enc, &ro, &rec, &err)) {
             fprintf(stderr, "donto-embed serve: --model %s: %s\n", model_dir, err.msg);
             donto_encoder_close(enc);
             free(rname), free(rprefix);
@@ -257,7 +271,9 @@ static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
         }
         cfg.recall = rec;
         cfg.recall_model = rname;
-        DLOG_INFO("coord: recall embeds queries with %s, searches %s vectors", model_dir, rname);
+        donto_encoder_kernels kern;
+        donto_encoder_kernels_get(enc, &kern);
+        DLOG_INFO("coord: recall embeds queries with %s (%s), searches %s vectors", model_dir, kern.summary, rname);
     }
     int rc = serve_until_signal(&cfg, &stop, drain);
     donto_recall_close(rec);

@@ -44,7 +44,7 @@ int donto_work_cmd(int argc, char **argv) {
     donto_worker_config c;
     donto_worker_default_config(&c);
     const char *model_dir = NULL, *model_name = NULL, *token_file = NULL, *token = NULL;
-    int threads = 0, n = c.n, gpu = 0, prec = -1, dev = -1;
+    int threads = 0, n = c.n, gpu = 0, prec = -1, dev = -1, isa = DONTO_ISA_AUTO;
     c.target = -1;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "url", 0, &c.url, .metavar = "URL", .env = "DONTO_EMBED_URL",
@@ -72,6 +72,9 @@ int donto_work_cmd(int argc, char **argv) {
          .help = "fp32 (default on the CPU) | int16 | bf16 (default on cuda)"},
         {DONTO_OPT_CHOICE, "device", 0, &dev, .choices = donto_device_names, .metavar = "D",
          .help = "cpu (default) | cuda; EMBED_CUDA=1 means cuda"},
+        {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto", .env = "EMBED_ISA",
+         .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
+                 "avx512 | avx512vnni (the CPU kernel set, docs/engine.md)"},
         {DONTO_OPT_INT, "gpu", 0, &gpu, .min = 0, .max = 1024, .word = "all", .word_value = -1, .metavar = "N|all",
          .env = "EMBED_GPU", .help = "CUDA device ordinal (default 0); all: one engine per GPU"},
         {DONTO_OPT_DOUBLE, "idle-sleep", 0, &c.idle_sleep_s, .fmin = 0, .fmax = 86400, .metavar = "SECS",
@@ -113,6 +116,11 @@ int donto_work_cmd(int argc, char **argv) {
     }
     if (prec < 0) prec = dev == DONTO_DEVICE_CUDA ? DONTO_PREC_BF16 : DONTO_PREC_FP32;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
+    {
+        donto_err ierr = {0};
+        if (donto_isa_check((donto_isa)isa, &ierr))
+            return donto_opt_usage_error(&cmd, "--isa %s: %s", donto_isa_name((donto_isa)isa), ierr.msg);
+    }
     char *tok_buf = NULL, *name_buf = NULL, wid_buf[300];
     if (token_file) {
         tok_buf = read_line(token_file);
@@ -161,6 +169,7 @@ int donto_work_cmd(int argc, char **argv) {
     eo.device = (donto_device)dev;
     eo.gpu = gpu;
     eo.precision = (donto_precision)prec;
+    eo.isa = (donto_isa)isa;
     donto_err err = {0};
     rc = 1;
     if (donto_encoder_open(model_dir, &eo, &enc, &err)) {

@@ -1464,6 +1464,7 @@ static int trust_start(donto_coord *c, const donto_coord_config *cfg, donto_err 
     if (cfg->verify_threads > 0) vc.threads = cfg->verify_threads;
     if (cfg->verify_queue > 0) vc.queue_cap = cfg->verify_queue;
     vc.nice = cfg->verify_nice;
+    vc.isa = cfg->verify_isa;
     vc.min_cosine = c->min_cosine;
     vc.done = on_verified;
     vc.ctx = c;

@@ -282,6 +282,7 @@ int verify_pool_open(const verify_config *cfg, verify_pool **out, donto_err *err
         o.threads = p->cfg.engine_threads;
         o.precision = DONTO_PREC_FP32;
         o.device = DONTO_DEVICE_CPU;
+        o.isa = (donto_isa)p->cfg.isa;
         if (donto_encoder_open(cfg->model_dir, &o, &p->enc, err) != 0) {
             pool_free(p);
             return donto_preerr(err, "verify pool");

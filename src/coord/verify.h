@@ -74,6 +74,7 @@ typedef struct verify_config {
     donto_encoder *enc;      /* borrowed (must outlive the pool); or NULL and: */
     const char *model_dir;   /* open an fp32 CPU encoder here (owned by the pool) */
     int engine_threads;      /* that encoder's threads (default 1) */
+    int isa;                 /* that encoder's CPU kernel set (donto_isa; 0: auto) */
     const char *model;       /* optional: jobs naming another model are not queued
                                 (push returns 1, counted dropped): a vector from
                                 another model cannot be checked against ours */

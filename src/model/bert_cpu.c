@@ -19,6 +19,11 @@
  * Parallelism: OpenMP over rows (GEMM row blocks, LayerNorm, GELU) and over
  * (sequence, head) pairs for attention. OpenBLAS itself runs single-threaded
  * inside each block (set in encoder open), so the two never fight for cores.
+ *
+ * Kernel sets: the per-row loops (GELU, softmax, LayerNorm, attention,
+ * mean pooling) are bert_cpu_kern.h, compiled twice here, as plain C and
+ * with target("avx2,fma"); ops->isa picks one per forward (cpu_isa.h), so
+ * a baseline x86-64 build runs the AVX2 loops where the CPU has them.
  */
 #include "bert_cpu.h"
 
@@ -28,88 +33,57 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef __AVX2__
+#include "cpu_isa.h"
+
+/* ---------- the forward's own loops, one instance per kernel set ---------- */
+
+/* The loops of bert_cpu_kern.h, by kernel set. */
+typedef struct bert_kern {
+    void (*gelu)(float *x, size_t n);
+    void (*softmax)(float *x, int n);
+    void (*add_layernorm_row)(float *x, const float *r, const float *b, const float *g, const float *beta, int n,
+                              float eps);
+    void (*attend_one)(const float *qkv, int H, int D, int h, int o, int len, int q0, int q1, float *ctx,
+                       int ctx_stride, float *kt);
+    void (*mean_rows)(const float *x, int H, int t0, int t1, float *o);
+} bert_kern;
+
+#define BK(name) name##_generic
+#define BK_TARGET
+#define BK_AVX2 0
+#include "bert_cpu_kern.h"
+#undef BK
+#undef BK_TARGET
+#undef BK_AVX2
+
+#if defined(__x86_64__)
+#define BERT_X86 1
 #include <immintrin.h>
 /* glibc libmvec vector variants (x86_64 vector function ABI, AVX2). */
-__m256 _ZGVdN8v_erff(__m256 x);
-__m256 _ZGVdN8v_expf(__m256 x);
+__attribute__((target("avx2,fma"))) __m256 _ZGVdN8v_erff(__m256 x);
+__attribute__((target("avx2,fma"))) __m256 _ZGVdN8v_expf(__m256 x);
+#define BK(name) name##_avx2
+#define BK_TARGET __attribute__((target("avx2,fma")))
+#define BK_AVX2 1
+#include "bert_cpu_kern.h"
+#undef BK
+#undef BK_TARGET
+#undef BK_AVX2
 #endif
 
-/* ---------- elementwise math ---------- */
-
-void bert_gelu_inplace(float *x, size_t n) {
-    size_t i = 0;
-#ifdef __AVX2__
-    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f),
-                 rs2 = _mm256_set1_ps(0.70710678118654752f);
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        __m256 e = _ZGVdN8v_erff(_mm256_mul_ps(v, rs2));
-        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_add_ps(one, e)));
-    }
+/* The loops for kernel set isa: AVX2 on every SIMD set (the AVX-512 and
+ * VNNI sets differ in the int16 GEMM only), plain C on the portable one. */
+static const bert_kern *bert_kern_for(donto_isa isa) {
+#ifdef BERT_X86
+    if (cpu_isa_resolve(isa) >= DONTO_ISA_AVX2 && cpu_isa_supported(DONTO_ISA_AVX2)) return &kern_avx2;
 #endif
-    for (; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+    (void)isa;
+    return &kern_generic;
 }
 
-void bert_softmax_inplace(float *x, int n) {
-    int i = 0;
-    float mx = -INFINITY, sum = 0;
-#ifdef __AVX2__
-    /* Explicit vector max: without -ffast-math the compiler will not
-     * vectorise a float max reduction, and this runs once per score row. */
-    __m256 vmx = _mm256_set1_ps(-INFINITY);
-    for (; i + 8 <= n; i += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(x + i));
-    float t[8];
-    _mm256_storeu_ps(t, vmx);
-    for (int k = 0; k < 8; k++) mx = t[k] > mx ? t[k] : mx;
-#endif
-    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    i = 0;
-#ifdef __AVX2__
-    __m256 vm = _mm256_set1_ps(mx), vs = _mm256_setzero_ps();
-    for (; i + 8 <= n; i += 8) {
-        __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-        _mm256_storeu_ps(x + i, e);
-        vs = _mm256_add_ps(vs, e);
-    }
-    _mm256_storeu_ps(t, vs);
-    for (int k = 0; k < 8; k++) sum += t[k];
-#endif
-    for (; i < n; i++) {
-        x[i] = expf(x[i] - mx);
-        sum += x[i];
-    }
-    const float inv = 1.0f / sum;
-    i = 0;
-#ifdef __AVX2__
-    const __m256 vi = _mm256_set1_ps(inv);
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
-#endif
-    for (; i < n; i++) x[i] *= inv;
-}
+void bert_gelu_inplace(float *x, size_t n) { bert_kern_for(DONTO_ISA_AUTO)->gelu(x, n); }
 
-/* y = LN(x + r + b) * g + beta, row of n; r and b may be NULL. In place in x. */
-static void add_layernorm_row(float *x, const float *r, const float *b, const float *g,
-                              const float *beta, int n, float eps) {
-    if (r || b) {
-#pragma omp simd
-        for (int i = 0; i < n; i++) x[i] += (r ? r[i] : 0.0f) + (b ? b[i] : 0.0f);
-    }
-    float mean = 0;
-#pragma omp simd reduction(+ : mean)
-    for (int i = 0; i < n; i++) mean += x[i];
-    mean /= (float)n;
-    float var = 0;
-#pragma omp simd reduction(+ : var)
-    for (int i = 0; i < n; i++) {
-        float d = x[i] - mean;
-        var += d * d;
-    }
-    var /= (float)n;
-    float inv = 1.0f / sqrtf(var + eps);
-#pragma omp simd
-    for (int i = 0; i < n; i++) x[i] = (x[i] - mean) * inv * g[i] + beta[i];
-}
+void bert_softmax_inplace(float *x, int n) { bert_kern_for(DONTO_ISA_AUTO)->softmax(x, n); }
 
 /* ---------- fp32 linear backend ---------- */
 
@@ -149,122 +123,10 @@ void bert_fp32_ops(bert_linear_ops *ops, const donto_bert_weights *w) {
     ops->gemm = fp32_gemm;
     ops->ctx = w;
     ops->scratch_bytes = fp32_scratch;
+    ops->isa = DONTO_ISA_AUTO;
 }
 
 /* ---------- attention ---------- */
-
-/* kt[d][j] = K[j][d] for the len keys of one (sequence, head), pad keys
- * [len, lenp) zero. K rows have stride ld. */
-static void transpose_keys(const float *k, int ld, int len, int lenp, int D, float *kt) {
-    int j = 0;
-#ifdef __AVX2__
-    if (D % 8 == 0) {
-        for (; j + 8 <= len; j += 8)
-            for (int d = 0; d < D; d += 8) {
-                /* 8x8 block transpose in registers: unpack pairs, then quads,
-                 * then swap 128-bit halves. */
-                __m256 r[8], t[8];
-                for (int x = 0; x < 8; x++) r[x] = _mm256_loadu_ps(k + (size_t)(j + x) * ld + d);
-                t[0] = _mm256_unpacklo_ps(r[0], r[1]), t[1] = _mm256_unpackhi_ps(r[0], r[1]);
-                t[2] = _mm256_unpacklo_ps(r[2], r[3]), t[3] = _mm256_unpackhi_ps(r[2], r[3]);
-                t[4] = _mm256_unpacklo_ps(r[4], r[5]), t[5] = _mm256_unpackhi_ps(r[4], r[5]);
-                t[6] = _mm256_unpacklo_ps(r[6], r[7]), t[7] = _mm256_unpackhi_ps(r[6], r[7]);
-                r[0] = _mm256_shuffle_ps(t[0], t[2], 0x44), r[1] = _mm256_shuffle_ps(t[0], t[2], 0xEE);
-                r[2] = _mm256_shuffle_ps(t[1], t[3], 0x44), r[3] = _mm256_shuffle_ps(t[1], t[3], 0xEE);
-                r[4] = _mm256_shuffle_ps(t[4], t[6], 0x44), r[5] = _mm256_shuffle_ps(t[4], t[6], 0xEE);
-                r[6] = _mm256_shuffle_ps(t[5], t[7], 0x44), r[7] = _mm256_shuffle_ps(t[5], t[7], 0xEE);
-                for (int x = 0; x < 4; x++) {
-                    _mm256_storeu_ps(kt + (size_t)(d + x) * lenp + j, _mm256_permute2f128_ps(r[x], r[x + 4], 0x20));
-                    _mm256_storeu_ps(kt + (size_t)(d + x + 4) * lenp + j, _mm256_permute2f128_ps(r[x], r[x + 4], 0x31));
-                }
-            }
-    }
-#endif
-    for (; j < len; j++)
-        for (int d = 0; d < D; d++) kt[(size_t)d * lenp + j] = k[(size_t)j * ld + d];
-    for (int d = 0; d < D; d++)
-        for (int x = len; x < lenp; x++) kt[(size_t)d * lenp + x] = 0;
-}
-
-/* S[i - q0][j] = scale * q_i . k_j for queries [q0, q1), keys [0, lenp).
- * Q rows have stride ld; kt is [D][lenp]. Register-blocked: 4 queries x 8
- * keys of accumulators stay in registers across the whole d loop (keeping
- * them in memory made the loop store-forwarding bound). */
-static void attn_scores(const float *q, int ld, int q0, int q1, int D, const float *kt, int lenp,
-                        float scale, float *S) {
-#ifdef __AVX2__
-    const __m256 vs = _mm256_set1_ps(scale);
-    for (int i = q0; i < q1; i += 4) {
-        const int ni = q1 - i < 4 ? q1 - i : 4;
-        /* Rows past q1 repeat the last valid one: computed, never stored. */
-        const float *qr[4];
-        for (int r = 0; r < 4; r++) qr[r] = q + (size_t)(i + (r < ni ? r : ni - 1)) * ld;
-        for (int j = 0; j < lenp; j += 8) {
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int d = 0; d < D; d++) {
-                const __m256 kv = _mm256_loadu_ps(kt + (size_t)d * lenp + j);
-                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[0] + d), kv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[1] + d), kv, a1);
-                a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[2] + d), kv, a2);
-                a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[3] + d), kv, a3);
-            }
-            float *out = S + (size_t)(i - q0) * lenp + j;
-            _mm256_storeu_ps(out, _mm256_mul_ps(a0, vs));
-            if (ni > 1) _mm256_storeu_ps(out + lenp, _mm256_mul_ps(a1, vs));
-            if (ni > 2) _mm256_storeu_ps(out + 2 * (size_t)lenp, _mm256_mul_ps(a2, vs));
-            if (ni > 3) _mm256_storeu_ps(out + 3 * (size_t)lenp, _mm256_mul_ps(a3, vs));
-        }
-    }
-#else
-    for (int i = q0; i < q1; i++) {
-        float *sr = S + (size_t)(i - q0) * lenp;
-        for (int j = 0; j < lenp; j++) sr[j] = 0;
-        for (int d = 0; d < D; d++) {
-            const float qd = q[(size_t)i * ld + d];
-            for (int j = 0; j < lenp; j++) sr[j] += qd * kt[(size_t)d * lenp + j];
-        }
-        for (int j = 0; j < lenp; j++) sr[j] *= scale;
-    }
-#endif
-}
-
-/* One (sequence, head): rows [o, o+len) of qkv (row stride 3H), queries
- * q0..q1 (all rows, or just row 0 for the CLS-only last layer), writing
- * ctx rows (row stride ctx_stride) starting with query q0's.
- * kt: scratch [D][lenp] (K transposed, lenp = len rounded up to 8, pad keys
- * zero; their scores are computed and left out of the softmax), then
- * S: [(q1 - q0)][lenp] scores. Inlined with a constant D for the common
- * head sizes, so the context accumulator lives in registers. */
-static inline __attribute__((always_inline)) void attend_impl(const float *qkv, int H, const int D, int h,
-                                                              int o, int len, int q0, int q1, float *ctx,
-                                                              int ctx_stride, float *kt) {
-    const int ld = 3 * H, lenp = (len + 7) & ~7;
-    const float *qbase = qkv + (size_t)o * ld + h * D;
-    float *S = kt + (size_t)D * lenp;
-    transpose_keys(qbase + H, ld, len, lenp, D, kt);
-    attn_scores(qbase, ld, q0, q1, D, kt, lenp, 1.0f / sqrtf((float)D), S);
-    float acc[256];
-    for (int i = q0; i < q1; i++) {
-        float *sc = S + (size_t)(i - q0) * lenp;
-        bert_softmax_inplace(sc, len);
-#pragma omp simd
-        for (int d = 0; d < D; d++) acc[d] = 0;
-        for (int j = 0; j < len; j++) {
-            const float p = sc[j];
-            const float *v = qbase + (size_t)j * ld + 2 * H;
-#pragma omp simd
-            for (int d = 0; d < D; d++) acc[d] += p * v[d];
-        }
-        memcpy(ctx + (size_t)(i - q0) * ctx_stride + h * D, acc, (size_t)D * sizeof *acc);
-    }
-}
-
-static void attend_one(const float *qkv, int H, int D, int h, int o, int len, int q0, int q1,
-                       float *ctx, int ctx_stride, float *kt) {
-    if (D == 32) attend_impl(qkv, H, 32, h, o, len, q0, q1, ctx, ctx_stride, kt);
-    else if (D == 64) attend_impl(qkv, H, 64, h, o, len, q0, q1, ctx, ctx_stride, kt);
-    else attend_impl(qkv, H, D, h, o, len, q0, q1, ctx, ctx_stride, kt);
-}
 
 /* ---------- the forward pass ---------- */
 
@@ -295,13 +157,13 @@ static size_t attn_floats(int D, int maxlen) {
 
 /* All queries of one (sequence, head) through BLAS: S[len,len] = Q K^T * scale,
  * row softmax, CTX[len,D] = S V. Q, K, V are strided views into QKV. */
-static void attend_gemm(const float *qkv, int H, int D, int h, int o, int len, float *ctx,
+static void attend_gemm(const bert_kern *kn, const float *qkv, int H, int D, int h, int o, int len, float *ctx,
                         float *S) {
     const int ld = 3 * H;
     const float *Q = qkv + (size_t)o * ld + h * D, *K = Q + H, *V = Q + 2 * H;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, D, 1.0f / sqrtf((float)D), Q, ld,
                 K, ld, 0.0f, S, len);
-    for (int i = 0; i < len; i++) bert_softmax_inplace(S + (size_t)i * len, len);
+    for (int i = 0; i < len; i++) kn->softmax(S + (size_t)i * len, len);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, D, len, 1.0f, S, len, V, ld, 0.0f,
                 ctx + (size_t)o * H + h * D, H);
 }
@@ -340,7 +202,7 @@ enum { EPI_NONE, EPI_GELU, EPI_ADD_LN };
  * epilogue, in ONE parallel region: each thread multiplies its own row block
  * and finishes those rows at once (GELU in place, or X = LN(X + Y)) while
  * they are still in cache, with no barrier between GEMM and epilogue. */
-static void linear(const bert_linear_ops *ops, int l, int which, const float *X, int k, int M,
+static void linear(const bert_linear_ops *ops, const bert_kern *kn, int l, int which, const float *X, int k, int M,
                    float *Y, int n, int epi, float *resid, const float *g, const float *beta, float eps,
                    const bufs *b, int nthreads) {
     const int H = n; /* for EPI_ADD_LN the output width is the hidden size */
@@ -356,9 +218,9 @@ static void linear(const bert_linear_ops *ops, int l, int which, const float *X,
                       Y + (size_t)r0 * n, 1, b->lin + (size_t)tid * b->lin_stride);
             for (int r = r0; r < r1; r++) {
                 float *y = Y + (size_t)r * n;
-                if (epi == EPI_GELU) bert_gelu_inplace(y, (size_t)n);
+                if (epi == EPI_GELU) kn->gelu(y, (size_t)n);
                 else if (epi == EPI_ADD_LN)
-                    add_layernorm_row(resid + (size_t)r * H, y, NULL, g, beta, H, eps);
+                    kn->add_layernorm_row(resid + (size_t)r * H, y, NULL, g, beta, H, eps);
             }
         }
     }
@@ -376,6 +238,7 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
     (void)scratch_bytes;
     bufs b = carve(c, ops, T, maxlen, nthreads, scratch);
     const size_t attn_stride = attn_floats(D, maxlen);
+    const bert_kern *kn = bert_kern_for(ops->isa);
 
     /* Embeddings + LayerNorm: X[t] = LN(word[id] + pos[t - off[s]] + type[0]). */
 #pragma omp parallel for num_threads(nthreads) schedule(static)
@@ -385,7 +248,7 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
             const float *we = w->word_emb + (size_t)ids[t] * H;
             const float *pe = w->pos_emb + (size_t)(t - off[s]) * H;
             memcpy(x, we, (size_t)H * 4);
-            add_layernorm_row(x, pe, w->type_emb, w->emb_ln_g, w->emb_ln_b, H, c->ln_eps);
+            kn->add_layernorm_row(x, pe, w->type_emb, w->emb_ln_g, w->emb_ln_b, H, c->ln_eps);
         }
     }
 
@@ -393,18 +256,18 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
         const donto_bert_layer *L = &w->layer[l];
         const int last_cls = (l == c->layers - 1) && pooling == DONTO_POOL_CLS;
         /* QKV[T,3H] = X Wqkv^T + b */
-        linear(ops, l, 0, b.x, H, T, b.big, 3 * H, EPI_NONE, NULL, NULL, NULL, c->ln_eps, &b, nthreads);
+        linear(ops, kn, l, 0, b.x, H, T, b.big, 3 * H, EPI_NONE, NULL, NULL, NULL, c->ln_eps, &b, nthreads);
         /* CTX = attention; for the CLS-only last layer, ctx row s = CLS of seq s. */
 #pragma omp parallel for num_threads(nthreads) schedule(dynamic, 1)
         for (int sh = 0; sh < nseq * NH; sh++) {
             int s = sh / NH, h = sh % NH, o = off[s], len = off[s + 1] - off[s];
             float *kt = b.attn + (size_t)omp_get_thread_num() * attn_stride;
             if (!last_cls && len >= ATTN_GEMM_MIN)
-                attend_gemm(b.big, H, D, h, o, len, b.ctx, kt);
+                attend_gemm(kn, b.big, H, D, h, o, len, b.ctx, kt);
             else if (last_cls)
-                attend_one(b.big, H, D, h, o, len, 0, 1, b.ctx + (size_t)s * H, H, kt);
+                kn->attend_one(b.big, H, D, h, o, len, 0, 1, b.ctx + (size_t)s * H, H, kt);
             else
-                attend_one(b.big, H, D, h, o, len, 0, len, b.ctx + (size_t)o * H, H, kt);
+                kn->attend_one(b.big, H, D, h, o, len, 0, len, b.ctx + (size_t)o * H, H, kt);
         }
         int M = T;
         if (last_cls) {
@@ -415,11 +278,11 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
             M = nseq;
         }
         /* X = LN(X + CTX Wo^T + bo) */
-        linear(ops, l, 1, b.ctx, H, M, b.big, H, EPI_ADD_LN, b.x, L->ln1_g, L->ln1_b, c->ln_eps, &b, nthreads);
+        linear(ops, kn, l, 1, b.ctx, H, M, b.big, H, EPI_ADD_LN, b.x, L->ln1_g, L->ln1_b, c->ln_eps, &b, nthreads);
         /* F = gelu(X W1^T + b1) */
-        linear(ops, l, 2, b.x, H, M, b.big, FF, EPI_GELU, NULL, NULL, NULL, c->ln_eps, &b, nthreads);
+        linear(ops, kn, l, 2, b.x, H, M, b.big, FF, EPI_GELU, NULL, NULL, NULL, c->ln_eps, &b, nthreads);
         /* X = LN(X + F W2^T + b2) */
-        linear(ops, l, 3, b.big, FF, M, b.ctx, H, EPI_ADD_LN, b.x, L->ln2_g, L->ln2_b, c->ln_eps, &b, nthreads);
+        linear(ops, kn, l, 3, b.big, FF, M, b.ctx, H, EPI_ADD_LN, b.x, L->ln2_g, L->ln2_b, c->ln_eps, &b, nthreads);
     }
 
     /* Pooling + L2 normalisation. */
@@ -430,14 +293,7 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
         if (cls_compact) {
             memcpy(o, b.x + (size_t)s * H, (size_t)H * 4);
         } else {
-            int len = off[s + 1] - off[s];
-            for (int i = 0; i < H; i++) o[i] = 0;
-            for (int t = off[s]; t < off[s + 1]; t++) {
-                const float *x = b.x + (size_t)t * H;
-#pragma omp simd
-                for (int i = 0; i < H; i++) o[i] += x[i];
-            }
-            for (int i = 0; i < H; i++) o[i] /= (float)len;
+            kn->mean_rows(b.x, H, off[s], off[s + 1], o);
         }
         double ss = 0;
         for (int i = 0; i < H; i++) ss += (double)o[i] * o[i];

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "batch.h"
+#include "donto/encoder.h"
 #include "donto/model.h"
 
 /* Linear-layer backend: fp32 BLAS, or the integer path (quant.c).
@@ -31,6 +32,10 @@ typedef struct bert_linear_ops {
     const void *ctx;
     /* Scratch bytes one thread needs for an m-row call. */
     size_t (*scratch_bytes)(const void *ctx, int m);
+    /* The kernel set of the forward's own loops (GELU, softmax, LayerNorm,
+     * attention): AVX2 code on every SIMD set, plain C on portable; set by
+     * bert_fp32_ops / bert_quant_ops (DONTO_ISA_AUTO there: the best). */
+    donto_isa isa;
 } bert_linear_ops;
 
 /* Bytes of scratch memory bert_cpu_forward needs for T packed tokens whose
@@ -63,10 +68,11 @@ void bert_cpu_close(bert_cpu *g);
 /* Fill e with this engine's slot and callbacks (e->ctx = g; e->close frees g). */
 void bert_cpu_engine(bert_cpu *g, bp_engine *e);
 
-/* The fp32 linear backend (OpenBLAS). */
+/* The fp32 linear backend (OpenBLAS); ops->isa = DONTO_ISA_AUTO. */
 void bert_fp32_ops(bert_linear_ops *ops, const donto_bert_weights *w);
 
-/* Vectorised math used by the forward pass, exposed for tests. */
+/* Vectorised math used by the forward pass (on the best kernel set),
+ * exposed for tests. */
 void bert_gelu_inplace(float *x, size_t n);           /* exact erf GELU */
 void bert_softmax_inplace(float *x, int n);
 #endif

@@ -30,6 +30,7 @@
 
 #include "batch.h"
 #include "bert_cpu.h"
+#include "cpu_isa.h"
 #include "encoder_int.h"
 #include "quant.h"
 #ifdef DONTO_HAVE_CUDA
@@ -60,6 +61,7 @@ struct donto_encoder {
     int pooling;
     bert_linear_ops ops;
     bert_quant *quant; /* integer path, or NULL */
+    donto_isa isa;     /* the CPU kernel set in use (resolved: never AUTO) */
     /* Attached engines (one CUDA engine per GPU, or a test's fakes); 0: each
      * call runs on a CPU engine of its own. */
     int neng;
@@ -102,6 +104,95 @@ int donto_precision_parse(const char *s) { return name_index(donto_precision_nam
 
 const char *donto_precision_name(donto_precision p) {
     return p == DONTO_PREC_INT16 ? "int16" : p == DONTO_PREC_BF16 ? "bf16" : "fp32";
+}
+
+/* ---- kernel sets ---------------------------------------------------------- */
+
+const char *const donto_isa_names[] = {[DONTO_ISA_AUTO] = "auto",
+                                       [DONTO_ISA_PORTABLE] = "portable",
+                                       [DONTO_ISA_AVX2] = "avx2",
+                                       [DONTO_ISA_AVXVNNI] = "avxvnni",
+                                       [DONTO_ISA_AVX512] = "avx512",
+                                       [DONTO_ISA_AVX512VNNI] = "avx512vnni",
+                                       NULL};
+
+int donto_isa_parse(const char *s) { return name_index(donto_isa_names, s); }
+
+const char *donto_isa_name(donto_isa s) {
+    return (int)s >= 0 && s < DONTO_ISA_N ? donto_isa_names[s] : "unknown";
+}
+
+int donto_isa_supported(donto_isa s) { return cpu_isa_supported(s); }
+
+donto_isa donto_isa_best(void) { return cpu_isa_best(); }
+
+void donto_cpu_describe(char *buf, size_t n) {
+    char feat[256], sets[128];
+    size_t at = 0;
+    cpu_features_describe(feat, sizeof feat);
+    sets[0] = 0;
+    for (int s = DONTO_ISA_PORTABLE; s < DONTO_ISA_N; s++) {
+        if (!cpu_isa_supported((donto_isa)s)) continue;
+        int k = snprintf(sets + at, at < sizeof sets ? sizeof sets - at : 0, "%s%s", at ? " " : "",
+                         donto_isa_names[s]);
+        if (k > 0) at += (size_t)k;
+    }
+    snprintf(buf, n, "%s; kernel sets: %s", feat, sets);
+}
+
+int donto_isa_check(donto_isa s, donto_err *err) {
+    if ((int)s < 0 || s >= DONTO_ISA_N) return donto_seterrc(err, DONTO_E_INVALID, "unknown kernel set %d", (int)s);
+    if (cpu_isa_supported(s)) return 0;
+    char miss[256], has[512];
+    cpu_isa_missing(s, miss, sizeof miss);
+    donto_cpu_describe(has, sizeof has);
+    return donto_seterrc(err, DONTO_E_INVALID, "kernel set %s needs %s, which this CPU lacks (it has: %s)",
+                         donto_isa_names[s], miss, has);
+}
+
+/* OpenBLAS's kernels (its core name) against this CPU, once per process:
+ * a DYNAMIC_ARCH OpenBLAS that does not know the CPU falls back to old
+ * kernels (Debian's 0.3.21 takes Sapphire Rapids for a Prescott, SSE3),
+ * which makes every fp32 GEMM several times slower. */
+static char g_blas_core[48];
+static int g_blas_weaker;
+static pthread_once_t g_blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_probe(void) {
+    const char *core = openblas_get_corename();
+    snprintf(g_blas_core, sizeof g_blas_core, "%s", core && *core ? core : "unknown");
+    /* trim the trailing blanks some versions print */
+    for (size_t n = strlen(g_blas_core); n && g_blas_core[n - 1] == ' '; n--) g_blas_core[n - 1] = 0;
+    const int lb = cpu_blas_core_level(g_blas_core), lc = cpu_level();
+    g_blas_weaker = lb >= 0 && lb < lc;
+    if (g_blas_weaker) {
+        static const char *const level_names[] = {"SSE", "AVX", "AVX2", "AVX-512"};
+        DLOG_WARN("OpenBLAS runs its %s kernels (%s) on a CPU with %s: its GEMMs (every one at fp32, "
+                  "attention's at int16) will be slow; set OPENBLAS_CORETYPE=%s",
+                  g_blas_core, level_names[lb], level_names[lc], cpu_level_coretype(lc));
+    }
+}
+
+void donto_encoder_kernels_get(const donto_encoder *e, donto_encoder_kernels *out) {
+    memset(out, 0, sizeof *out);
+    pthread_once(&g_blas_once, blas_probe);
+    snprintf(out->blas_core, sizeof out->blas_core, "%s", g_blas_core);
+    out->blas_weaker = g_blas_weaker;
+    if (e->o.device == DONTO_DEVICE_CUDA) {
+        snprintf(out->gemm, sizeof out->gemm, "cuda %s", donto_precision_name(e->o.precision));
+        snprintf(out->summary, sizeof out->summary, "GEMM on cuda (%s)", donto_precision_name(e->o.precision));
+        return;
+    }
+    snprintf(out->isa, sizeof out->isa, "%s", donto_isa_name(e->isa));
+    if (e->quant) {
+        snprintf(out->gemm, sizeof out->gemm, "%s", bert_quant_kernel_name(e->quant));
+        snprintf(out->summary, sizeof out->summary, "isa %s, GEMM %s, attention openblas (core %s%s)", out->isa,
+                 out->gemm, out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "");
+    } else {
+        snprintf(out->gemm, sizeof out->gemm, "openblas");
+        snprintf(out->summary, sizeof out->summary, "isa %s, fp32 GEMM openblas (core %s%s)", out->isa,
+                 out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "");
+    }
 }
 
 /* Device half of open: check the device/precision pair, attach the GPU
@@ -298,6 +389,9 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
     pthread_mutex_init(&e->gmu, NULL);
     if (e->o.threads <= 0) e->o.threads = donto_ncpu();
     if (e->o.batch_tokens <= 0) e->o.batch_tokens = e->o.device == DONTO_DEVICE_CUDA ? GPU_BATCH_TOKENS : CPU_BATCH_TOKENS;
+    /* A kernel set this CPU lacks is refused before anything loads. */
+    if (donto_isa_check(e->o.isa, err)) goto fail;
+    e->isa = cpu_isa_resolve(e->o.isa);
     if (donto_bert_load(dir, &e->w, err)) goto fail;
     const donto_bert_config *c = &e->w->cfg;
     donto_tokenizer_opts to;
@@ -314,11 +408,18 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
     }
     if (open_device(e, err)) goto fail;
     if (e->o.precision == DONTO_PREC_INT16) {
-        if (bert_quant_init(&e->quant, e->w, err)) goto fail;
+        if (bert_quant_init(&e->quant, e->w, e->isa, err)) goto fail;
         bert_quant_ops(&e->ops, e->quant);
+        if (e->isa == DONTO_ISA_PORTABLE && e->o.device == DONTO_DEVICE_CPU)
+            DLOG_WARN("precision int16 on the portable kernel set (plain C) is much slower than fp32 "
+                      "(OpenBLAS): use --precision fp32 on this CPU");
     } else {
         bert_fp32_ops(&e->ops, e->w);
+        e->ops.isa = e->isa;
     }
+    /* OpenBLAS runs the fp32 GEMMs and attention's: say once if its
+     * kernels are older than the CPU. */
+    if (e->o.device == DONTO_DEVICE_CPU) pthread_once(&g_blas_once, blas_probe);
     /* Parallelism is ours (OpenMP over row blocks); each BLAS call is one
      * block and must not spawn threads of its own. */
     openblas_set_num_threads(1);

@@ -1,5 +1,6 @@
 /*
- * Quantized GEMM, AVX2 (see qgemm.h for the contract).
+ * Quantized GEMM: AVX2, AVX-VNNI, AVX-512BW and AVX-512 VNNI kernels and a
+ * portable C path, picked at run time (see qgemm.h for the contract).
  *
  * Why 13-bit activations x 12-bit weights on vpmaddwd, and not int8
  * -----------------------------------------------------------------
@@ -64,24 +65,51 @@
  *    the same operation order whatever the thread count, so results are
  *    bit-identical for any nthreads.
  *
- * Portability: the AVX2 code is compiled with target attributes and chosen
- * at run time (__builtin_cpu_supports), so builds without -march=native
- * (DONTO_NATIVE=OFF) still get it; elsewhere a portable C path with the
- * same arithmetic (bit-identical results; ~10x slower when the compiler
- * vectorizes it, ~35x on baseline x86-64) is used.
+ * Kernel sets (donto_isa, chosen per call; cpu_isa.h detects the CPU)
+ * -------------------------------------------------------------------
+ * Every set computes the same integers and the same float operations in
+ * the same order, so all give the same bits as the portable path:
+ *  - avx2:       6 x 16 micro-tile, vpmaddwd ymm + vpaddd (above).
+ *  - avxvnni:    the same tile with VEX vpdpwssd ymm (multiply pairs and
+ *                add to the accumulator in one instruction; 12 accumulators
+ *                + 2 weights + 1 broadcast, no product register).
+ *  - avx512:     8 x 32 micro-tile (8 rows x 2 panels): one zmm holds one
+ *                k pair of a whole 16-column panel, so per k pair 2 weight
+ *                loads and 8 broadcasts feed 16 vpmaddwd zmm + vpaddd into
+ *                16 zmm accumulators (of 32 registers).
+ *  - avx512vnni: the same tile with vpdpwssd zmm.
+ * vpdpwssd (VNNI) adds the two s16 x s16 products of a lane to the int32
+ * accumulator without saturation (wrapping), which is exact here for the
+ * same reason as vpmaddwd + vpaddd: every partial sum of a 256-k block is
+ * bounded by 256 * 4095 * 2047 < 2^31, whatever the order.  The flush
+ * (float(acc) added to the fp32 block sums) and the epilogue FMA are the
+ * same operations on every set; the zmm epilogue stores a partial panel
+ * with a mask instead of a bounce buffer.  Activations are quantized by the
+ * AVX2 code on every SIMD set (bit-identical to the scalar code).
+ *
+ * Portability: all SIMD code is compiled with target attributes, so one
+ * binary built for baseline x86-64 carries every set; the portable C path
+ * has the same arithmetic (bit-identical results; ~10x slower when the
+ * compiler vectorizes it, ~35x on baseline x86-64).
  */
 #include "qgemm.h"
 
 #include <assert.h>
+#include <stdint.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_isa.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #define QG_X86 1
 #include <immintrin.h>
 #define QG_AVX2 __attribute__((target("avx2,fma")))
+#define QG_AVXVNNI __attribute__((target("avx2,fma,avxvnni")))
+#define QG_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq")))
+#define QG_AVX512VNNI __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 #endif
 
 #define QG_MR DONTO_QGEMM_MR
@@ -90,8 +118,9 @@
 #ifndef QG_MT
 #define QG_MT 24 /* rows per task (multiple of QG_MR) */
 #endif
-#if QG_MT % DONTO_QGEMM_MR
-#error "QG_MT must be a multiple of DONTO_QGEMM_MR"
+#define QGZ_MR 8 /* rows of the zmm micro-tile (x 2 panels = 32 columns) */
+#if QG_MT % DONTO_QGEMM_MR || QG_MT % QGZ_MR
+#error "QG_MT must be a multiple of DONTO_QGEMM_MR and of QGZ_MR"
 #endif
 #ifndef QG_NTP
 #define QG_NTP 8 /* 16-column panels per task */
@@ -100,11 +129,15 @@
  * overflow float for amax < ~1.2e-35, and such rows contribute nothing. */
 #define QG_TINY 1e-30f
 
-static int qg_have_avx2(void) {
+/* The set a call runs: s resolved (auto: the best), or the best the CPU
+ * has when s is one it lacks (never an illegal instruction). */
+static donto_isa qg_isa(donto_isa s) {
 #ifdef QG_X86
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    s = cpu_isa_resolve(s);
+    return cpu_isa_supported(s) ? s : cpu_isa_best();
 #else
-    return 0;
+    (void)s;
+    return DONTO_ISA_PORTABLE;
 #endif
 }
 
@@ -204,7 +237,7 @@ static float qg_quant_row(const float *x, int k, int16_t *q, int kpad, int avx2)
 }
 
 float donto_qgemm_quant_row(const float *x, int k, int16_t *q, int kpad) {
-    return qg_quant_row(x, k, q, kpad, qg_have_avx2());
+    return qg_quant_row(x, k, q, kpad, qg_isa(DONTO_ISA_AUTO) >= DONTO_ISA_AVX2);
 }
 
 /* ---- weights --------------------------------------------------------- */
@@ -290,7 +323,7 @@ static void qg_tile_portable(const int16_t *A, size_t lda, const float *sx, cons
     }
 }
 
-/* ---- AVX2 micro-kernels --------------------------------------------------- */
+/* ---- AVX2 / AVX-VNNI micro-kernels (ymm) ------------------------------------ */
 #ifdef QG_X86
 QG_AVX2 static inline __m256i qg_bcast_pair(const int16_t *p) {
     int32_t v;
@@ -299,41 +332,56 @@ QG_AVX2 static inline __m256i qg_bcast_pair(const int16_t *p) {
 }
 
 /* One exact int32 block: MR rows x 16 columns over pairs [0, npairs) of the
- * panel, added (as fp32) into facc.  Used for MR < 6 (the bottom rows). */
+ * panel, added (as fp32) into facc.  Used for MR < 6 (the bottom rows).
+ * MAC(c, x, w) is c + the pairwise products of x and w: vpmaddwd + vpaddd
+ * (AVX2) or vpdpwssd (AVX-VNNI). */
+#define QG_BLOCK_BODY(MAC)                                                                \
+    __m256i c[QG_MR][2];                                                                  \
+    const int16_t *ar[QG_MR];                                                             \
+    for (int i = 0; i < MR; i++) {                                                        \
+        c[i][0] = c[i][1] = _mm256_setzero_si256();                                       \
+        ar[i] = a + (size_t)i * lda;                                                      \
+    }                                                                                     \
+    for (int p = 0; p < npairs; p++, bp += 2 * QG_NR) {                                   \
+        const __m256i w0 = _mm256_load_si256((const __m256i *)bp);                        \
+        const __m256i w1 = _mm256_load_si256((const __m256i *)(bp + 16));                 \
+        for (int i = 0; i < MR; i++) {                                                    \
+            const __m256i x = qg_bcast_pair(ar[i] + 2 * p);                               \
+            c[i][0] = MAC(c[i][0], x, w0);                                                \
+            c[i][1] = MAC(c[i][1], x, w1);                                                \
+        }                                                                                 \
+    }                                                                                     \
+    for (int i = 0; i < MR; i++) {                                                        \
+        __m256 f0 = _mm256_cvtepi32_ps(c[i][0]), f1 = _mm256_cvtepi32_ps(c[i][1]);        \
+        if (!first) {                                                                     \
+            f0 = _mm256_add_ps(_mm256_load_ps(facc[i]), f0);                              \
+            f1 = _mm256_add_ps(_mm256_load_ps(facc[i] + 8), f1);                          \
+        }                                                                                 \
+        _mm256_store_ps(facc[i], f0);                                                     \
+        _mm256_store_ps(facc[i] + 8, f1);                                                 \
+    }
+#define QG_MAC_AVX2(c, x, w) _mm256_add_epi32((c), _mm256_madd_epi16((x), (w)))
+#define QG_MAC_AVXVNNI(c, x, w) _mm256_dpwssd_avx_epi32((c), (x), (w))
+
 QG_AVX2 static inline __attribute__((always_inline)) void qg_block(const int MR, const int16_t *a, size_t lda,
                                                                    const int16_t *bp, int npairs, int first,
                                                                    float facc[QG_MR][QG_NR]) {
-    __m256i c[QG_MR][2];
-    const int16_t *ar[QG_MR];
-    for (int i = 0; i < MR; i++) {
-        c[i][0] = c[i][1] = _mm256_setzero_si256();
-        ar[i] = a + (size_t)i * lda;
-    }
-    for (int p = 0; p < npairs; p++, bp += 2 * QG_NR) {
-        const __m256i w0 = _mm256_load_si256((const __m256i *)bp);
-        const __m256i w1 = _mm256_load_si256((const __m256i *)(bp + 16));
-        for (int i = 0; i < MR; i++) {
-            const __m256i x = qg_bcast_pair(ar[i] + 2 * p);
-            c[i][0] = _mm256_add_epi32(c[i][0], _mm256_madd_epi16(x, w0));
-            c[i][1] = _mm256_add_epi32(c[i][1], _mm256_madd_epi16(x, w1));
-        }
-    }
-    for (int i = 0; i < MR; i++) {
-        __m256 f0 = _mm256_cvtepi32_ps(c[i][0]), f1 = _mm256_cvtepi32_ps(c[i][1]);
-        if (!first) {
-            f0 = _mm256_add_ps(_mm256_load_ps(facc[i]), f0);
-            f1 = _mm256_add_ps(_mm256_load_ps(facc[i] + 8), f1);
-        }
-        _mm256_store_ps(facc[i], f0);
-        _mm256_store_ps(facc[i] + 8, f1);
-    }
+    QG_BLOCK_BODY(QG_MAC_AVX2)
+}
+
+QG_AVXVNNI static inline __attribute__((always_inline)) void qg_block_vnni(const int MR, const int16_t *a,
+                                                                           size_t lda, const int16_t *bp,
+                                                                           int npairs, int first,
+                                                                           float facc[QG_MR][QG_NR]) {
+    QG_BLOCK_BODY(QG_MAC_AVXVNNI)
 }
 
 /* The 6-row block in assembly: with intrinsics GCC 12 hoists the six
  * broadcasts ahead of the multiplies and then spills half the accumulators
  * (measured: 35 instead of 70 GMAC/s).  Register use: ymm0-11 accumulators
  * (row r, columns 0-7 / 8-15 in ymm 2r / 2r+1), ymm12-13 the weight pair
- * vectors, ymm14 the broadcast (x[k], x[k+1]) of one row, ymm15 a product.
+ * vectors, ymm14 the broadcast (x[k], x[k+1]) of one row, ymm15 a product
+ * (AVX2 only: vpdpwssd accumulates in place).
  * Rows 0-2 are addressed from pa, rows 3-5 from pb = pa + 3 * stride. */
 #define QG_ROW(base, idx, r0, r1)                                                    \
     "vpbroadcastd " base idx ", %%ymm14\n\t"                                          \
@@ -341,6 +389,14 @@ QG_AVX2 static inline __attribute__((always_inline)) void qg_block(const int MR,
     "vpaddd %%ymm15, %%ymm" #r0 ", %%ymm" #r0 "\n\t"                                  \
     "vpmaddwd %%ymm13, %%ymm14, %%ymm14\n\t"                                          \
     "vpaddd %%ymm14, %%ymm" #r1 ", %%ymm" #r1 "\n\t"
+/* AVX-VNNI shares its mnemonic with the EVEX (AVX512_VNNI + VL) form; the
+ * {vex} prefix makes the assembler emit the VEX encoding, the one an
+ * AVX-VNNI CPU without AVX-512 runs ("%{" / "%}" are literal braces in
+ * extended asm). */
+#define QG_ROW_VNNI(base, idx, r0, r1)                                               \
+    "vpbroadcastd " base idx ", %%ymm14\n\t"                                          \
+    "%{vex%} vpdpwssd %%ymm12, %%ymm14, %%ymm" #r0 "\n\t"                              \
+    "%{vex%} vpdpwssd %%ymm13, %%ymm14, %%ymm" #r1 "\n\t"
 #define QG_ACC_ADD(r, off)                                                           \
     "vcvtdq2ps %%ymm" #r ", %%ymm" #r "\n\t"                                          \
     "vaddps " #off "(%[f]), %%ymm" #r ", %%ymm" #r "\n\t"                             \
@@ -352,51 +408,57 @@ QG_AVX2 static inline __attribute__((always_inline)) void qg_block(const int MR,
     OP(0, 0) OP(1, 32) OP(2, 64) OP(3, 96) OP(4, 128) OP(5, 160) OP(6, 192) OP(7, 224) \
     OP(8, 256) OP(9, 288) OP(10, 320) OP(11, 352)
 /* first != 0: facc = float(block), else facc += float(block). */
+#define QG_BLOCK6_ASM(ROW)                                                           \
+    const char *pa = (const char *)a;                                                 \
+    const size_t stride = lda * sizeof(int16_t);                                      \
+    const char *pb = pa + 3 * stride;                                                 \
+    long n = npairs;                                                                  \
+    long set = first;                                                                 \
+    __asm__ volatile(                                                                 \
+        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"                                            \
+        "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"                                            \
+        "vpxor %%xmm2, %%xmm2, %%xmm2\n\t"                                            \
+        "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"                                            \
+        "vpxor %%xmm4, %%xmm4, %%xmm4\n\t"                                            \
+        "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"                                            \
+        "vpxor %%xmm6, %%xmm6, %%xmm6\n\t"                                            \
+        "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"                                            \
+        "vpxor %%xmm8, %%xmm8, %%xmm8\n\t"                                            \
+        "vpxor %%xmm9, %%xmm9, %%xmm9\n\t"                                            \
+        "vpxor %%xmm10, %%xmm10, %%xmm10\n\t"                                         \
+        "vpxor %%xmm11, %%xmm11, %%xmm11\n\t"                                         \
+        "1:\n\t"                                                                      \
+        "vmovdqa (%[b]), %%ymm12\n\t"                                                 \
+        "vmovdqa 32(%[b]), %%ymm13\n\t"                                               \
+        ROW("(%[pa])", "", 0, 1)                                                      \
+        ROW("(%[pa],", "%[s],1)", 2, 3)                                               \
+        ROW("(%[pa],", "%[s],2)", 4, 5)                                               \
+        ROW("(%[pb])", "", 6, 7)                                                      \
+        ROW("(%[pb],", "%[s],1)", 8, 9)                                               \
+        ROW("(%[pb],", "%[s],2)", 10, 11)                                             \
+        "add $4, %[pa]\n\t"                                                           \
+        "add $4, %[pb]\n\t"                                                           \
+        "add $64, %[b]\n\t"                                                           \
+        "dec %[n]\n\t"                                                                \
+        "jnz 1b\n\t"                                                                  \
+        "test %[set], %[set]\n\t"                                                     \
+        "jz 2f\n\t"                                                                   \
+        QG_ACC_ALL(QG_ACC_SET)                                                        \
+        "jmp 3f\n\t"                                                                  \
+        "2:\n\t"                                                                      \
+        QG_ACC_ALL(QG_ACC_ADD)                                                        \
+        "3:\n\t"                                                                      \
+        : [pa] "+r"(pa), [pb] "+r"(pb), [b] "+r"(bp), [n] "+r"(n)                     \
+        : [s] "r"(stride), [f] "r"(&facc[0][0]), [set] "r"(set)                       \
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
+          "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 QG_AVX2 static void qg_block6_asm(const int16_t *a, size_t lda, const int16_t *bp, int npairs, int first,
                                   float facc[QG_MR][QG_NR]) {
-    const char *pa = (const char *)a;
-    const size_t stride = lda * sizeof(int16_t);
-    const char *pb = pa + 3 * stride;
-    long n = npairs;
-    long set = first;
-    __asm__ volatile(
-        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
-        "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"
-        "vpxor %%xmm2, %%xmm2, %%xmm2\n\t"
-        "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"
-        "vpxor %%xmm4, %%xmm4, %%xmm4\n\t"
-        "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"
-        "vpxor %%xmm6, %%xmm6, %%xmm6\n\t"
-        "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"
-        "vpxor %%xmm8, %%xmm8, %%xmm8\n\t"
-        "vpxor %%xmm9, %%xmm9, %%xmm9\n\t"
-        "vpxor %%xmm10, %%xmm10, %%xmm10\n\t"
-        "vpxor %%xmm11, %%xmm11, %%xmm11\n\t"
-        "1:\n\t"
-        "vmovdqa (%[b]), %%ymm12\n\t"
-        "vmovdqa 32(%[b]), %%ymm13\n\t"
-        QG_ROW("(%[pa])", "", 0, 1)
-        QG_ROW("(%[pa],", "%[s],1)", 2, 3)
-        QG_ROW("(%[pa],", "%[s],2)", 4, 5)
-        QG_ROW("(%[pb])", "", 6, 7)
-        QG_ROW("(%[pb],", "%[s],1)", 8, 9)
-        QG_ROW("(%[pb],", "%[s],2)", 10, 11)
-        "add $4, %[pa]\n\t"
-        "add $4, %[pb]\n\t"
-        "add $64, %[b]\n\t"
-        "dec %[n]\n\t"
-        "jnz 1b\n\t"
-        "test %[set], %[set]\n\t"
-        "jz 2f\n\t"
-        QG_ACC_ALL(QG_ACC_SET)
-        "jmp 3f\n\t"
-        "2:\n\t"
-        QG_ACC_ALL(QG_ACC_ADD)
-        "3:\n\t"
-        : [pa] "+r"(pa), [pb] "+r"(pb), [b] "+r"(bp), [n] "+r"(n)
-        : [s] "r"(stride), [f] "r"(&facc[0][0]), [set] "r"(set)
-        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+    QG_BLOCK6_ASM(QG_ROW)
+}
+QG_AVXVNNI static void qg_block6_vnni_asm(const int16_t *a, size_t lda, const int16_t *bp, int npairs, int first,
+                                          float facc[QG_MR][QG_NR]) {
+    QG_BLOCK6_ASM(QG_ROW_VNNI)
 }
 
 /* Epilogue of one micro-tile: Y = facc * (sx[row] * sw[col]) + bias[col],
@@ -443,6 +505,10 @@ typedef void (*qg_store_fn)(float facc[QG_MR][QG_NR], const float *sx, const flo
     QG_AVX2 static void qg_block_##R(const int16_t *a, size_t lda, const int16_t *bp, int npairs, int first, \
                                      float facc[QG_MR][QG_NR]) {                                            \
         qg_block(R, a, lda, bp, npairs, first, facc);                                                       \
+    }                                                                                                       \
+    QG_AVXVNNI static void qg_block_vnni_##R(const int16_t *a, size_t lda, const int16_t *bp, int npairs,   \
+                                             int first, float facc[QG_MR][QG_NR]) {                         \
+        qg_block_vnni(R, a, lda, bp, npairs, first, facc);                                                  \
     }
 #define QG_DEF_STORE(R)                                                                                     \
     QG_AVX2 static void qg_store_##R(float facc[QG_MR][QG_NR], const float *sx, const float *sw,            \
@@ -460,17 +526,26 @@ QG_DEF_STORE(3)
 QG_DEF_STORE(4)
 QG_DEF_STORE(5)
 QG_DEF_STORE(6)
-static const qg_block_fn qg_blocks[QG_MR + 1] = {NULL,      qg_block_1, qg_block_2,   qg_block_3,
-                                                 qg_block_4, qg_block_5, qg_block6_asm};
+static const qg_block_fn qg_blocks_avx2[QG_MR + 1] = {NULL,       qg_block_1, qg_block_2,   qg_block_3,
+                                                      qg_block_4, qg_block_5, qg_block6_asm};
+static const qg_block_fn qg_blocks_avxvnni[QG_MR + 1] = {NULL,
+                                                         qg_block_vnni_1,
+                                                         qg_block_vnni_2,
+                                                         qg_block_vnni_3,
+                                                         qg_block_vnni_4,
+                                                         qg_block_vnni_5,
+                                                         qg_block6_vnni_asm};
 static const qg_store_fn qg_stores[QG_MR + 1] = {NULL,      qg_store_1, qg_store_2, qg_store_3,
                                                  qg_store_4, qg_store_5, qg_store_6};
 
 /* One task: rows [i0, i1) x panels [p0, p1).  Per panel, the k blocks are
  * the outer loop and the 6-row micro-tiles the inner one, so the panel's
  * 256-k slice (8 KB) stays in L1 while all micro-tiles use it; the fp32
- * block sums of the micro-tiles wait in facc (1.5 KB). */
-QG_AVX2 static void qg_tile_avx2(const int16_t *A, size_t lda, const float *sx, const donto_qweight *W,
-                                 const float *bias, float *Y, size_t ldy, int i0, int i1, int p0, int p1) {
+ * block sums of the micro-tiles wait in facc (1.5 KB).  blocks: the set's
+ * micro-kernels by row count (AVX2 or AVX-VNNI). */
+QG_AVX2 static void qg_tile_ymm(const qg_block_fn *blocks, const int16_t *A, size_t lda, const float *sx,
+                                const donto_qweight *W, const float *bias, float *Y, size_t ldy, int i0, int i1,
+                                int p0, int p1) {
     _Alignas(32) float facc[QG_MT / QG_MR][QG_MR][QG_NR];
     const int kpairs = W->kpairs;
     for (int p = p0; p < p1; p++) {
@@ -488,8 +563,8 @@ QG_AVX2 static void qg_tile_avx2(const int16_t *A, size_t lda, const float *sx, 
             const int np = kpairs - kb < QG_KCP ? kpairs - kb : QG_KCP;
             for (int i = i0, t = 0; i < i1; i += QG_MR, t++) {
                 const int r = i1 - i < QG_MR ? i1 - i : QG_MR;
-                qg_blocks[r](A + (size_t)i * lda + 2 * (size_t)kb, lda, bp + (size_t)kb * 2 * QG_NR, np, first,
-                             facc[t]);
+                blocks[r](A + (size_t)i * lda + 2 * (size_t)kb, lda, bp + (size_t)kb * 2 * QG_NR, np, first,
+                          facc[t]);
             }
         }
         for (int i = i0, t = 0; i < i1; i += QG_MR, t++) {
@@ -499,18 +574,243 @@ QG_AVX2 static void qg_tile_avx2(const int16_t *A, size_t lda, const float *sx, 
         }
     }
 }
+
+/* ---- AVX-512 micro-kernels (zmm) -------------------------------------------- */
+
+/* One k pair of a 16-column panel is 16 x 2 int16 = 64 bytes: one zmm, and
+ * 64-byte aligned (the packed weights are, and every pair block is 64
+ * bytes).  A micro-tile is MR <= 8 rows x NP <= 2 panels; its fp32 block
+ * sums wait in facc[8][32] (row i, panel q at facc + 32 i + 16 q). */
+typedef void (*qgz_block_fn)(const int16_t *a, size_t lda, const int16_t *bp, size_t pstride, int npairs,
+                             int first, float *facc);
+typedef void (*qgz_store_fn)(const float *facc, const float *sx, const float *sw, const float *bias, int ncols,
+                             float *y, size_t ldy);
+
+/* One exact int32 block of MR rows x NP panels over pairs [0, npairs):
+ * panel q's weights start at bp + q * pstride (int16 elements). */
+#define QGZ_BLOCK_BODY(MAC)                                                               \
+    __m512i c[QGZ_MR][2];                                                                 \
+    const int16_t *ar[QGZ_MR];                                                            \
+    for (int i = 0; i < MR; i++) {                                                        \
+        c[i][0] = c[i][1] = _mm512_setzero_si512();                                       \
+        ar[i] = a + (size_t)i * lda;                                                      \
+    }                                                                                     \
+    for (int p = 0; p < npairs; p++) {                                                    \
+        const int16_t *b = bp + (size_t)p * 2 * QG_NR;                                    \
+        const __m512i w0 = _mm512_load_si512((const void *)b);                            \
+        const __m512i w1 = NP > 1 ? _mm512_load_si512((const void *)(b + pstride)) : w0;  \
+        for (int i = 0; i < MR; i++) {                                                    \
+            int32_t v;                                                                    \
+            memcpy(&v, ar[i] + 2 * p, sizeof v);                                          \
+            const __m512i x = _mm512_set1_epi32(v);                                       \
+            c[i][0] = MAC(c[i][0], x, w0);                                                \
+            if (NP > 1) c[i][1] = MAC(c[i][1], x, w1);                                    \
+        }                                                                                 \
+    }                                                                                     \
+    for (int i = 0; i < MR; i++)                                                          \
+        for (int q = 0; q < NP; q++) {                                                    \
+            float *f = facc + (size_t)i * 2 * QG_NR + (size_t)q * QG_NR;                  \
+            __m512 s = _mm512_cvtepi32_ps(c[i][q]);                                       \
+            if (!first) s = _mm512_add_ps(_mm512_load_ps(f), s);                          \
+            _mm512_store_ps(f, s);                                                        \
+        }
+#define QGZ_MAC_BW(c, x, w) _mm512_add_epi32((c), _mm512_madd_epi16((x), (w)))
+#define QGZ_MAC_VNNI(c, x, w) _mm512_dpwssd_epi32((c), (x), (w))
+
+/* Epilogue: Y = facc * (sx[row] * sw[col]) + bias[col] for the ncols
+ * (1..NP * 16) columns of the micro-tile; masked loads and stores keep to
+ * the ncols that exist. */
+QG_AVX512 static inline __attribute__((always_inline)) void qgz_store(const int MR, const int NP, const float *facc,
+                                                                      const float *sx, const float *sw,
+                                                                      const float *bias, int ncols, float *y,
+                                                                      size_t ldy) {
+    for (int q = 0; q < NP; q++) {
+        const int nq = ncols - q * QG_NR >= QG_NR ? QG_NR : ncols - q * QG_NR; /* >= 1 */
+        const __mmask16 m = (__mmask16)(nq == QG_NR ? 0xFFFFu : (1u << nq) - 1u);
+        const __m512 swq = _mm512_load_ps(sw + q * QG_NR);
+        const __m512 bq = bias ? _mm512_maskz_loadu_ps(m, bias + q * QG_NR) : _mm512_setzero_ps();
+        for (int i = 0; i < MR; i++) {
+            const __m512 s = _mm512_mul_ps(_mm512_set1_ps(sx[i]), swq);
+            const __m512 yq = _mm512_fmadd_ps(_mm512_load_ps(facc + (size_t)i * 2 * QG_NR + q * QG_NR), s, bq);
+            _mm512_mask_storeu_ps(y + (size_t)i * ldy + q * QG_NR, m, yq);
+        }
+    }
+}
+
+/* The full 8 x 32 block in assembly, for the same reason as qg_block6_asm
+ * (with intrinsics GCC 12 copies every accumulator each k pair).  Register
+ * use: zmm0-15 accumulators (row r, panel q in zmm 2r+q, which is also its
+ * place in facc: byte offset 64 (2r+q)), zmm16-17 the two panels' weights
+ * of one k pair, zmm18 the broadcast (x[k], x[k+1]) of one row, zmm19-20
+ * products (BW only).  Rows 0-2 are addressed from pa, 3-5 from pb = pa +
+ * 3 stride, 6-7 from pc = pa + 6 stride. */
+#define QGZ_ROW_BW(base, idx, r0, r1)                                                \
+    "vpbroadcastd " base idx ", %%zmm18\n\t"                                          \
+    "vpmaddwd %%zmm16, %%zmm18, %%zmm19\n\t"                                          \
+    "vpaddd %%zmm19, %%zmm" #r0 ", %%zmm" #r0 "\n\t"                                  \
+    "vpmaddwd %%zmm17, %%zmm18, %%zmm20\n\t"                                          \
+    "vpaddd %%zmm20, %%zmm" #r1 ", %%zmm" #r1 "\n\t"
+#define QGZ_ROW_VNNI(base, idx, r0, r1)                                              \
+    "vpbroadcastd " base idx ", %%zmm18\n\t"                                          \
+    "vpdpwssd %%zmm16, %%zmm18, %%zmm" #r0 "\n\t"                                     \
+    "vpdpwssd %%zmm17, %%zmm18, %%zmm" #r1 "\n\t"
+#define QGZ_ACC_ADD(r, off)                                                          \
+    "vcvtdq2ps %%zmm" #r ", %%zmm" #r "\n\t"                                          \
+    "vaddps " #off "(%[f]), %%zmm" #r ", %%zmm" #r "\n\t"                             \
+    "vmovups %%zmm" #r ", " #off "(%[f])\n\t"
+#define QGZ_ACC_SET(r, off)                                                          \
+    "vcvtdq2ps %%zmm" #r ", %%zmm" #r "\n\t"                                          \
+    "vmovups %%zmm" #r ", " #off "(%[f])\n\t"
+#define QGZ_ACC_ALL(OP)                                                              \
+    OP(0, 0) OP(1, 64) OP(2, 128) OP(3, 192) OP(4, 256) OP(5, 320) OP(6, 384) OP(7, 448)  \
+    OP(8, 512) OP(9, 576) OP(10, 640) OP(11, 704) OP(12, 768) OP(13, 832) OP(14, 896) OP(15, 960)
+#define QGZ_BLOCK8_ASM(ROW)                                                          \
+    const char *pa = (const char *)a;                                                 \
+    const size_t stride = lda * sizeof(int16_t), pbytes = pstride * sizeof(int16_t);  \
+    const char *pb = pa + 3 * stride, *pc = pa + 6 * stride;                          \
+    long n = npairs;                                                                  \
+    long set = first;                                                                 \
+    __asm__ volatile(                                                                 \
+        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"                                            \
+        "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"                                            \
+        "vpxor %%xmm2, %%xmm2, %%xmm2\n\t"                                            \
+        "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"                                            \
+        "vpxor %%xmm4, %%xmm4, %%xmm4\n\t"                                            \
+        "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"                                            \
+        "vpxor %%xmm6, %%xmm6, %%xmm6\n\t"                                            \
+        "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"                                            \
+        "vpxor %%xmm8, %%xmm8, %%xmm8\n\t"                                            \
+        "vpxor %%xmm9, %%xmm9, %%xmm9\n\t"                                            \
+        "vpxor %%xmm10, %%xmm10, %%xmm10\n\t"                                         \
+        "vpxor %%xmm11, %%xmm11, %%xmm11\n\t"                                         \
+        "vpxor %%xmm12, %%xmm12, %%xmm12\n\t"                                         \
+        "vpxor %%xmm13, %%xmm13, %%xmm13\n\t"                                         \
+        "vpxor %%xmm14, %%xmm14, %%xmm14\n\t"                                         \
+        "vpxor %%xmm15, %%xmm15, %%xmm15\n\t"                                         \
+        "1:\n\t"                                                                      \
+        "vmovdqa64 (%[b]), %%zmm16\n\t"                                               \
+        "vmovdqa64 (%[b],%[ps],1), %%zmm17\n\t"                                       \
+        ROW("(%[pa])", "", 0, 1)                                                      \
+        ROW("(%[pa],", "%[s],1)", 2, 3)                                               \
+        ROW("(%[pa],", "%[s],2)", 4, 5)                                               \
+        ROW("(%[pb])", "", 6, 7)                                                      \
+        ROW("(%[pb],", "%[s],1)", 8, 9)                                               \
+        ROW("(%[pb],", "%[s],2)", 10, 11)                                             \
+        ROW("(%[pc])", "", 12, 13)                                                    \
+        ROW("(%[pc],", "%[s],1)", 14, 15)                                             \
+        "add $4, %[pa]\n\t"                                                           \
+        "add $4, %[pb]\n\t"                                                           \
+        "add $4, %[pc]\n\t"                                                           \
+        "add $64, %[b]\n\t"                                                           \
+        "dec %[n]\n\t"                                                                \
+        "jnz 1b\n\t"                                                                  \
+        "test %[set], %[set]\n\t"                                                     \
+        "jz 2f\n\t"                                                                   \
+        QGZ_ACC_ALL(QGZ_ACC_SET)                                                      \
+        "jmp 3f\n\t"                                                                  \
+        "2:\n\t"                                                                      \
+        QGZ_ACC_ALL(QGZ_ACC_ADD)                                                      \
+        "3:\n\t"                                                                      \
+        : [pa] "+r"(pa), [pb] "+r"(pb), [pc] "+r"(pc), [b] "+r"(bp), [n] "+r"(n)      \
+        : [s] "r"(stride), [ps] "r"(pbytes), [f] "r"(facc), [set] "r"(set)            \
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
+          "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20");
+QG_AVX512 static void qgz_block8_bw_asm(const int16_t *a, size_t lda, const int16_t *bp, size_t pstride,
+                                        int npairs, int first, float *facc) {
+    QGZ_BLOCK8_ASM(QGZ_ROW_BW)
+}
+QG_AVX512VNNI static void qgz_block8_vnni_asm(const int16_t *a, size_t lda, const int16_t *bp, size_t pstride,
+                                              int npairs, int first, float *facc) {
+    QGZ_BLOCK8_ASM(QGZ_ROW_VNNI)
+}
+
+#define QGZ_DEF(R, N)                                                                                         \
+    QG_AVX512 static void qgz_block_bw_##R##_##N(const int16_t *a, size_t lda, const int16_t *bp, size_t pstride, \
+                                                 int npairs, int first, float *facc) {                        \
+        const int MR = R, NP = N;                                                                             \
+        QGZ_BLOCK_BODY(QGZ_MAC_BW)                                                                            \
+    }                                                                                                         \
+    QG_AVX512VNNI static void qgz_block_vnni_##R##_##N(const int16_t *a, size_t lda, const int16_t *bp,        \
+                                                       size_t pstride, int npairs, int first, float *facc) {  \
+        const int MR = R, NP = N;                                                                             \
+        QGZ_BLOCK_BODY(QGZ_MAC_VNNI)                                                                          \
+    }                                                                                                         \
+    QG_AVX512 static void qgz_store_##R##_##N(const float *facc, const float *sx, const float *sw,            \
+                                              const float *bias, int ncols, float *y, size_t ldy) {           \
+        qgz_store(R, N, facc, sx, sw, bias, ncols, y, ldy);                                                   \
+    }
+#define QGZ_DEF_ROWS(R) QGZ_DEF(R, 1) QGZ_DEF(R, 2)
+QGZ_DEF_ROWS(1)
+QGZ_DEF_ROWS(2)
+QGZ_DEF_ROWS(3)
+QGZ_DEF_ROWS(4)
+QGZ_DEF_ROWS(5)
+QGZ_DEF_ROWS(6)
+QGZ_DEF_ROWS(7)
+QGZ_DEF(8, 1)
+/* 8 rows x 2 panels, the full tile, is the assembly above. */
+#define qgz_block_bw_8_2 qgz_block8_bw_asm
+#define qgz_block_vnni_8_2 qgz_block8_vnni_asm
+QG_AVX512 static void qgz_store_8_2(const float *facc, const float *sx, const float *sw, const float *bias, int ncols,
+                                    float *y, size_t ldy) {
+    qgz_store(8, 2, facc, sx, sw, bias, ncols, y, ldy);
+}
+#define QGZ_ROW(F, R) {NULL, F##_##R##_1, F##_##R##_2}
+#define QGZ_TABLE(F)                                                                                          \
+    {{NULL, NULL, NULL}, QGZ_ROW(F, 1), QGZ_ROW(F, 2), QGZ_ROW(F, 3), QGZ_ROW(F, 4),                          \
+     QGZ_ROW(F, 5),      QGZ_ROW(F, 6), QGZ_ROW(F, 7), QGZ_ROW(F, 8)}
+/* [rows][panels] */
+static const qgz_block_fn qgz_blocks_bw[QGZ_MR + 1][3] = QGZ_TABLE(qgz_block_bw);
+static const qgz_block_fn qgz_blocks_vnni[QGZ_MR + 1][3] = QGZ_TABLE(qgz_block_vnni);
+static const qgz_store_fn qgz_stores[QGZ_MR + 1][3] = QGZ_TABLE(qgz_store);
+
+/* One task, as qg_tile_ymm, with 8 x 32 micro-tiles: per pair of panels,
+ * the k blocks outer and the 8-row micro-tiles inner (the two panels'
+ * 256-k slices, 16 KB, stay in L1); an odd last panel runs alone. */
+QG_AVX512 static void qg_tile_zmm(const qgz_block_fn (*blocks)[3], const int16_t *A, size_t lda, const float *sx,
+                                  const donto_qweight *W, const float *bias, float *Y, size_t ldy, int i0, int i1,
+                                  int p0, int p1) {
+    _Alignas(64) float facc[QG_MT / QGZ_MR][QGZ_MR][2 * QG_NR];
+    const int kpairs = W->kpairs;
+    const size_t pstride = (size_t)kpairs * 2 * QG_NR;
+    for (int p = p0; p < p1; p += 2) {
+        const int np = p1 - p >= 2 ? 2 : 1;
+        const int16_t *bp = W->packed + (size_t)p * pstride;
+        const int j0 = p * QG_NR, nc = W->n - j0 < np * QG_NR ? W->n - j0 : np * QG_NR;
+        for (int i = i0; i < i1; i++) {
+            const float *yr = Y + (size_t)i * ldy + j0;
+            _mm_prefetch((const char *)yr, _MM_HINT_T0);
+            if (nc > QG_NR) _mm_prefetch((const char *)(yr + QG_NR), _MM_HINT_T0);
+            _mm_prefetch((const char *)(yr + nc - 1), _MM_HINT_T0);
+        }
+        for (int kb = 0, first = 1; first || kb < kpairs; kb += QG_KCP, first = 0) {
+            const int npr = kpairs - kb < QG_KCP ? kpairs - kb : QG_KCP;
+            for (int i = i0, t = 0; i < i1; i += QGZ_MR, t++) {
+                const int r = i1 - i < QGZ_MR ? i1 - i : QGZ_MR;
+                blocks[r][np](A + (size_t)i * lda + 2 * (size_t)kb, lda, bp + (size_t)kb * 2 * QG_NR, pstride, npr,
+                              first, &facc[t][0][0]);
+            }
+        }
+        for (int i = i0, t = 0; i < i1; i += QGZ_MR, t++) {
+            const int r = i1 - i < QGZ_MR ? i1 - i : QGZ_MR;
+            qgz_stores[r][np](&facc[t][0][0], sx + i, W->scale + j0, bias ? bias + j0 : NULL, nc,
+                              Y + (size_t)i * ldy + j0, ldy);
+        }
+    }
+}
 #endif /* QG_X86 */
 
 static void qg_gemm(const float *X, int m, int k, int ldx, const donto_qweight *W, const float *bias, float *Y,
-                    int ldy, void *scratch, int nthreads, int avx2) {
+                    int ldy, void *scratch, int nthreads, donto_isa isa) {
     if (m <= 0) return;
     assert(W && W->packed && k == W->k && ldx >= k && ldy >= W->n && scratch && X && Y);
     (void)k;
+    const int simd = isa >= DONTO_ISA_AVX2; /* every SIMD set includes AVX2 + FMA */
     const int n = W->n, npanels = W->npanels;
     const size_t lda = qg_lda(W->k);
     int16_t *A = (int16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     float *sx = (float *)(A + (size_t)m * lda);
-    const int mtiles = (m + QG_MT - 1) / QG_MT, ntiles = avx2 ? (npanels + QG_NTP - 1) / QG_NTP : 1;
+    const int mtiles = (m + QG_MT - 1) / QG_MT, ntiles = simd ? (npanels + QG_NTP - 1) / QG_NTP : 1;
     const int ntasks = mtiles * ntiles;
     int nt = nthreads > 0 ? nthreads : omp_get_max_threads();
     if (nt > ntasks) nt = ntasks;
@@ -524,20 +824,33 @@ static void qg_gemm(const float *X, int m, int k, int ldx, const donto_qweight *
         for (int i = 0; i < m; i++) {
 #ifdef QG_X86
             /* X is read once, usually from L3: fetch two rows ahead. */
-            if (avx2 && i + 2 < m)
+            if (simd && i + 2 < m)
                 for (int c = 0; c < W->k; c += 16)
                     _mm_prefetch((const char *)(X + (size_t)(i + 2) * (size_t)ldx + c), _MM_HINT_T0);
 #endif
-            sx[i] = qg_quant_row(X + (size_t)i * (size_t)ldx, W->k, A + (size_t)i * lda, 2 * W->kpairs, avx2);
+            sx[i] = qg_quant_row(X + (size_t)i * (size_t)ldx, W->k, A + (size_t)i * lda, 2 * W->kpairs, simd);
         }
 #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < ntasks; t++) {
             const int ti = t / ntiles, tj = t % ntiles;
             const int i0 = ti * QG_MT, i1 = i0 + QG_MT < m ? i0 + QG_MT : m;
 #ifdef QG_X86
-            if (avx2) {
+            if (simd) {
                 const int p0 = tj * QG_NTP, p1 = p0 + QG_NTP < npanels ? p0 + QG_NTP : npanels;
-                qg_tile_avx2(A, lda, sx, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
+                switch (isa) {
+                case DONTO_ISA_AVX512VNNI:
+                    qg_tile_zmm(qgz_blocks_vnni, A, lda, sx, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
+                    break;
+                case DONTO_ISA_AVX512:
+                    qg_tile_zmm(qgz_blocks_bw, A, lda, sx, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
+                    break;
+                case DONTO_ISA_AVXVNNI:
+                    qg_tile_ymm(qg_blocks_avxvnni, A, lda, sx, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
+                    break;
+                default:
+                    qg_tile_ymm(qg_blocks_avx2, A, lda, sx, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
+                    break;
+                }
                 continue;
             }
 #endif
@@ -549,10 +862,25 @@ static void qg_gemm(const float *X, int m, int k, int ldx, const donto_qweight *
 
 void donto_qgemm(const float *X, int m, int k, int ldx, const donto_qweight *W, const float *bias, float *Y,
                  int ldy, void *scratch, int nthreads) {
-    qg_gemm(X, m, k, ldx, W, bias, Y, ldy, scratch, nthreads, qg_have_avx2());
+    qg_gemm(X, m, k, ldx, W, bias, Y, ldy, scratch, nthreads, qg_isa(DONTO_ISA_AUTO));
+}
+
+void donto_qgemm_isa(const float *X, int m, int k, int ldx, const donto_qweight *W, const float *bias, float *Y,
+                     int ldy, void *scratch, int nthreads, donto_isa isa) {
+    qg_gemm(X, m, k, ldx, W, bias, Y, ldy, scratch, nthreads, qg_isa(isa));
 }
 
 void donto_qgemm_portable(const float *X, int m, int k, int ldx, const donto_qweight *W, const float *bias,
                           float *Y, int ldy, void *scratch, int nthreads) {
-    qg_gemm(X, m, k, ldx, W, bias, Y, ldy, scratch, nthreads, 0);
+    qg_gemm(X, m, k, ldx, W, bias, Y, ldy, scratch, nthreads, DONTO_ISA_PORTABLE);
+}
+
+const char *donto_qgemm_kernel_name(donto_isa isa) {
+    switch (qg_isa(isa)) {
+    case DONTO_ISA_AVX512VNNI: return "int16 vpdpwssd zmm 8x32";
+    case DONTO_ISA_AVX512: return "int16 vpmaddwd zmm 8x32";
+    case DONTO_ISA_AVXVNNI: return "int16 vpdpwssd ymm 6x16";
+    case DONTO_ISA_AVX2: return "int16 vpmaddwd ymm 6x16";
+    default: return "int16 portable C";
+    }
 }

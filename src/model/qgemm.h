@@ -7,13 +7,17 @@
  * micro-kernel's panel layout; activations are quantized per row (per token)
  * on every call, symmetric, into caller-provided scratch.  The integer dot
  * products are exact (int32 accumulators, flushed to fp32 every 256 k), so
- * the only error is the rounding of X and W to their integer grids.
+ * the only error is the rounding of X and W to their integer grids.  The
+ * kernel sets (AVX2, AVX-VNNI, AVX-512BW, AVX-512 VNNI, portable C; one is
+ * picked per call, see donto_qgemm_isa) give bit-identical results.
  *
  * Scheme ("int16 path"; the reasons are measured in qgemm.c's header):
  *   activations: 13-bit symmetric per row, q = rint(x * 4095 / max|x_row|)
  *   weights:     12-bit symmetric per output row, q = rint(w * 2047 / max|w_row|)
  *   kernel:      AVX2 vpmaddwd (s16 x s16 -> pairwise s32) + vpaddd,
- *                6 rows x 16 columns of int32 accumulators.
+ *                6 rows x 16 columns of int32 accumulators; AVX-VNNI the
+ *                same tile with vpdpwssd ymm; AVX-512BW vpmaddwd + vpaddd
+ *                zmm and AVX-512 VNNI vpdpwssd zmm, 8 rows x 32 columns.
  * Per-GEMM relative error ~4e-4..1.7e-3 (real MiniLM activations /
  * synthetic data with outlier dims), vs 1e-2..5e-2 for the int8 u7 x s8
  * scheme; ~1.55x the single-thread throughput of OpenBLAS sgemm on Zen 3.
@@ -32,13 +36,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "donto/encoder.h"
 #include "donto/util.h"
 
 /* Quantization grid limits (exposed for tests). */
 #define DONTO_QGEMM_XMAX 4095 /* activations: [-4095, 4095] */
 #define DONTO_QGEMM_WMAX 2047 /* weights:     [-2047, 2047] */
-/* Micro-kernel geometry and the k-block after which int32 accumulators are
- * flushed to fp32 (256 * 4095 * 2047 < 2^31, so no overflow is possible). */
+/* Micro-kernel geometry (of the ymm kernels) and the k-block after which
+ * int32 accumulators are flushed to fp32.  Every kernel set sums at most
+ * 256 products into one int32 lane between flushes (vpmaddwd + vpaddd and
+ * vpdpwssd alike, ymm or zmm), and every partial sum is bounded by
+ * 256 * 4095 * 2047 = 2,145,911,040 < 2^31, so no overflow is possible. */
 #define DONTO_QGEMM_MR 6
 #define DONTO_QGEMM_NR 16
 #define DONTO_QGEMM_KBLOCK 256
@@ -66,6 +74,14 @@ size_t donto_qgemm_scratch_size(int m, int k);
  * OpenMP default.  X and Y must not overlap.  m <= 0: nothing happens. */
 void donto_qgemm(const float *X, int m, int k, int ldx, const donto_qweight *W, const float *bias,
                  float *Y, int ldy, void *scratch, int nthreads);
+
+/* donto_qgemm on kernel set isa (DONTO_ISA_AUTO: the best this CPU runs;
+ * a set the CPU lacks, which callers should not ask for, runs the best one
+ * instead, never an illegal instruction).  Every set gives the same bits. */
+void donto_qgemm_isa(const float *X, int m, int k, int ldx, const donto_qweight *W, const float *bias, float *Y,
+                     int ldy, void *scratch, int nthreads, donto_isa isa);
+/* The kernel donto_qgemm_isa runs for isa, for logs: "int16 vpmaddwd ymm 6x16". */
+const char *donto_qgemm_kernel_name(donto_isa isa);
 
 /* Building blocks, exposed for the tests and the benchmark. */
 /* Quantize one row of k floats to the activation grid: writes kpad int16

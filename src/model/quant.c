@@ -14,6 +14,7 @@ struct bert_quant {
     int layers, hidden, inter;
     donto_qweight (*w)[4];    /* [layers][qkv, attn_out, ffn_in, ffn_out] */
     const float *(*bias)[4]; /* the fp32 biases, same order */
+    donto_isa isa;           /* the kernel set of every GEMM */
 };
 
 void bert_quant_free(bert_quant *q) {
@@ -25,11 +26,11 @@ void bert_quant_free(bert_quant *q) {
     free(q);
 }
 
-int bert_quant_init(bert_quant **out, const donto_bert_weights *w, donto_err *err) {
+int bert_quant_init(bert_quant **out, const donto_bert_weights *w, donto_isa isa, donto_err *err) {
     const donto_bert_config *c = &w->cfg;
     const int H = c->hidden, FF = c->intermediate;
     bert_quant *q = donto_xcalloc(1, sizeof *q);
-    q->layers = c->layers, q->hidden = H, q->inter = FF;
+    q->layers = c->layers, q->hidden = H, q->inter = FF, q->isa = isa;
     q->w = donto_xcalloc((size_t)c->layers, sizeof *q->w);
     q->bias = donto_xcalloc((size_t)c->layers, sizeof *q->bias);
     for (int l = 0; l < c->layers; l++) {
@@ -54,7 +55,7 @@ static void q_gemm(const void *ctx, int l, int which, const float *X, int m, flo
                    void *scratch) {
     const bert_quant *q = ctx;
     const donto_qweight *W = &q->w[l][which];
-    donto_qgemm(X, m, W->k, W->k, W, add_bias ? q->bias[l][which] : NULL, Y, W->n, scratch, 1);
+    donto_qgemm_isa(X, m, W->k, W->k, W, add_bias ? q->bias[l][which] : NULL, Y, W->n, scratch, 1, q->isa);
 }
 
 static size_t q_scratch(const void *ctx, int m) {
@@ -67,4 +68,7 @@ void bert_quant_ops(bert_linear_ops *ops, const bert_quant *q) {
     ops->gemm = q_gemm;
     ops->ctx = q;
     ops->scratch_bytes = q_scratch;
+    ops->isa = q->isa;
 }
+
+const char *bert_quant_kernel_name(const bert_quant *q) { return donto_qgemm_kernel_name(q->isa); }

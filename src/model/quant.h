@@ -15,7 +15,11 @@
 
 typedef struct bert_quant bert_quant;
 
-int bert_quant_init(bert_quant **out, const donto_bert_weights *w, donto_err *err);
+/* isa: the kernel set of the GEMMs (and, through bert_quant_ops, of the
+ * forward's own loops); DONTO_ISA_AUTO for the best. */
+int bert_quant_init(bert_quant **out, const donto_bert_weights *w, donto_isa isa, donto_err *err);
 void bert_quant_free(bert_quant *q);
 void bert_quant_ops(bert_linear_ops *ops, const bert_quant *q);
+/* The GEMM kernel it runs, for logs ("int16 vpmaddwd ymm 6x16"). */
+const char *bert_quant_kernel_name(const bert_quant *q);
 #endif

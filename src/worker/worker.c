@@ -805,8 +805,10 @@ int donto_worker_run(const donto_worker_config *c, donto_encoder *enc, donto_err
     }
     int have_hb = pthread_create(&ht, NULL, heartbeat_thread, w) == 0;
     if (!have_hb) DLOG_WARN("worker: cannot start the heartbeat thread: leases are not extended");
-    DLOG_INFO("worker %s: serving %s (dim %d) from %s; %d items per lease", c->worker_id, c->model_name, w->dims,
-              c->url, w->lease_n);
+    donto_encoder_kernels kern;
+    donto_encoder_kernels_get(enc, &kern);
+    DLOG_INFO("worker %s: serving %s (dim %d) from %s; %d items per lease; kernels: %s", c->worker_id, c->model_name,
+              w->dims, c->url, w->lease_n, kern.summary);
     whttp h;
     int have_http = http_init(w, &h) == 0;
     size_t bsz = c->batch > 0 ? (size_t)c->batch : (size_t)(c->n > 0 ? c->n : 256);
