@@ -1,7 +1,7 @@
 # A newcomer's first hour (issue 16) through the real binary
 # (tests/first_hour.sh): a wrong --db or an unmigrated database is said so and
 # nothing is created (first_hour_db; first_hour_db_pg on a throwaway
-# PostgreSQL), retract of an unknown id fails (first_hour_retract), recall
+# PostgreSQL), retract of an unknown id fails (first_hour_retract, first_hour_retract_pg), recall
 # finds the stored vectors' model or says to pass --model and GET /recall
 # answers a client's bad query with 4xx (first_hour_recall), and the worker
 # stops on permanent setup errors with their cause (first_hour_worker).
@@ -12,8 +12,10 @@ foreach(section db retract recall worker)
                    ${DONTO_TESTDATA}/first_hour_${section} ${_fh_model})
   set_tests_properties(first_hour_${section} PROPERTIES TIMEOUT 240 LABELS first_hour)
 endforeach()
-add_test(NAME first_hour_db_pg
-         COMMAND ${PROJECT_SOURCE_DIR}/scripts/pg-test-server sh ${PROJECT_SOURCE_DIR}/tests/first_hour.sh db_pg
-                 $<TARGET_FILE:donto-embed> ${DONTO_TESTDATA}/first_hour_db_pg ${_fh_model})
-set_tests_properties(first_hour_db_pg PROPERTIES TIMEOUT 240 LABELS first_hour
-  ENVIRONMENT "PG_TEST_TIMEOUT=200")
+foreach(section db_pg retract_pg)
+  add_test(NAME first_hour_${section}
+           COMMAND ${PROJECT_SOURCE_DIR}/scripts/pg-test-server sh ${PROJECT_SOURCE_DIR}/tests/first_hour.sh ${section}
+                   $<TARGET_FILE:donto-embed> ${DONTO_TESTDATA}/first_hour_${section} ${_fh_model})
+  set_tests_properties(first_hour_${section} PROPERTIES TIMEOUT 240 LABELS first_hour
+    ENVIRONMENT "PG_TEST_TIMEOUT=200")
+endforeach()

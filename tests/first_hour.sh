@@ -6,6 +6,7 @@
 #   db_pg      the same for an unmigrated PostgreSQL database (DONTO_TEST_PG_URL,
 #              run through scripts/pg-test-server)
 #   retract    an unknown id is an error, an already retracted one is said so
+#              (retract_pg: on PostgreSQL)
 #   recall     recall finds the model of the stored vectors without --model (or
 #              says to pass --model, naming what it tried); GET /recall answers
 #              a client's bad query (invalid UTF-8, empty, bad k) with 4xx
@@ -99,6 +100,11 @@ db)
         [ "$code" = 200 ] || fail "/health on a migrated database: $code $(cat "$W/body")"
         grep -qF '"schema"' "$W/body" || fail "/health names no schema version: $(cat "$W/body")"
         grep -qF '"ok": true' "$W/body" || grep -qF '"ok":true' "$W/body" || fail "/health: $(cat "$W/body")"
+        # The database loses its last migration under the running server.
+        python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("DELETE FROM donto_migrations WHERE module = ? AND version = (SELECT max(version) FROM donto_migrations WHERE module = ?)", ("store", "store")); c.commit()' "$W/s.db"
+        get /embed/health
+        [ "$code" = 503 ] || fail "/health on an unmigrated database: $code $(cat "$W/body")"
+        grep -qF "not migrated" "$W/body" || fail "/health on an unmigrated database: $(cat "$W/body")"
         serve_stop
     fi
     ;;
@@ -112,15 +118,17 @@ db_pg)
     ok "$EMBED" migrate --db "$url"
     ok "$EMBED" status --db "$url"
     ;;
-retract)
+retract|retract_pg)
     claims
-    ok "$EMBED" load --db "$W/r.db" "$W/claims.jsonl"
-    ok "$EMBED" retract --db "$W/r.db" c000001
+    rdb="$W/r.db"
+    [ "$SECTION" = retract_pg ] && rdb=${DONTO_TEST_PG_URL:?run through scripts/pg-test-server}
+    ok "$EMBED" load --db "$rdb" "$W/claims.jsonl"
+    ok "$EMBED" retract --db "$rdb" c000001
     grep -qF "1 of 1" "$W/out" || fail "retract: $(cat "$W/out")"
-    ok "$EMBED" retract --db "$W/r.db" c000001
+    ok "$EMBED" retract --db "$rdb" c000001
     grep -qF "already retracted" "$W/out" "$W/err" || fail "retract again: $(cat "$W/out" "$W/err")"
-    refused "c999999: no such statement" "$EMBED" retract --db "$W/r.db" c999999
-    refused "no such statement" "$EMBED" retract --db "$W/r.db" c000002 c999999
+    refused "c999999: no such statement" "$EMBED" retract --db "$rdb" c999999
+    refused "no such statement" "$EMBED" retract --db "$rdb" c000002 c999999
     grep -qF "1 of 2" "$W/out" || fail "retract of a known and an unknown id: $(cat "$W/out")"
     ;;
 recall)

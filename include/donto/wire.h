@@ -125,7 +125,10 @@ char *donto_proto_submit_response(size_t upserted, const donto_items_req *r);
 char *donto_proto_release_response(size_t released);
 char *donto_proto_ok_response(void);
 char *donto_proto_error_response(const char *code, const char *message);
-char *donto_proto_health_response(int ok, const char *version, int database, const char *message);
+/* GET /health: {"ok", "version", "database"[, "schema": {"version": n,
+ * "expected": m}][, "message"]}; schema NULL: not known (omitted). */
+char *donto_proto_health_response(int ok, const char *version, int database, const donto_schema_version *schema,
+                                  const char *message);
 /* What /stats shows beyond the per-target counts; parts the store does not
  * offer are left zero/NULL and omitted. */
 typedef struct donto_stats_extra {

@@ -18,6 +18,8 @@
 #include "donto/recall.h"
 #include "donto/store.h"
 
+#include "cli_db.h"
+
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -89,7 +91,12 @@ int donto_recall_cmd(int argc, char **argv) {
     donto_encoder_opts eo;
     donto_encoder_default_opts(&eo);
     eo.threads = threads;
-    if (donto_store_open(db, &s, &err) || donto_encoder_open(model_dir, &eo, &enc, &err)) goto fail;
+    if (cli_open_db("recall", db, CLI_DB_SUBSTRATE, &s)) {
+        free(name);
+        free(prefix);
+        return 1;
+    }
+    if (donto_encoder_open(model_dir, &eo, &enc, &err)) goto fail;
     if (verified_only) donto_store_set_verified_only(s, 1); /* every read of vectors through s */
     donto_recall_opts ro = {.model_name = name, .index_prefix = prefix, .ann_min = (size_t)ann_min, .exact = exact};
     if (donto_recall_open(enc, &ro, &r, &err)) goto fail;
