@@ -1173,6 +1173,10 @@ static answer do_recall(donto_coord *c, donto_store *s, struct MHD_Connection *c
     const char *ts = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "target");
     if (!q || !*q) return errorf(400, "bad_request", "missing query parameter q");
     if (strlen(q) > 8192) return errorf(400, "bad_request", "q is longer than 8192 bytes");
+    /* The query is echoed in the answer: bytes that are not UTF-8 are the
+     * client's mistake (400), not a stored text's (500). */
+    if (!donto_proto_utf8_valid(q))
+        return errorf(400, "bad_request", "q is not valid UTF-8 (percent-encode the query's UTF-8 bytes)");
     long k = 10;
     if (ks) {
         char *end;

@@ -811,6 +811,8 @@ char *donto_proto_error_response(const char *code, const char *message) {
     return dump(root, ok);
 }
 
+int donto_proto_utf8_valid(const char *s) { return s && utf8_valid(s); }
+
 char *donto_proto_health_response(int okv, const char *version, int database, const donto_schema_version *schema,
                                   const char *message) {
     int ok = 1;
