@@ -10,10 +10,13 @@
 #   recall     recall finds the model of the stored vectors without --model (or
 #              says to pass --model, naming what it tried); GET /recall answers
 #              a client's bad query (invalid UTF-8, empty, bad k) with 4xx
+#   make       make run keeps its data in ./donto.db as the README's examples
+#              expect, installs no test-only packages, prints no "Entering
+#              directory" lines; the README names status and the admin prompt
 #   worker     permanent setup errors (unresolvable host, untrusted
 #              certificate, revoked token) stop the worker at once with the
 #              cause; a refused connection is retried for --start-retry only
-# usage: first_hour.sh SECTION DONTO_EMBED WORKDIR MODEL_DIR
+# usage: first_hour.sh SECTION DONTO_EMBED WORKDIR MODEL_DIR (make: SOURCE_DIR)
 set -u
 SECTION=$1; EMBED=$2; W=$3; MODEL=$4
 rm -rf "$W"; mkdir -p "$W"
@@ -204,6 +207,27 @@ worker)
         grep -qF "no answer 0" "$W/err" && fail "work: the log says 'no answer 0': $(cat "$W/err")"
         serve_stop
     fi
+    ;;
+make)
+    # `make run` and the README agree on where the data is, it installs only
+    # what it needs, and make's "Entering directory" lines are off. Dry runs
+    # only (-n): nothing is built or installed. MODEL_DIR is the source tree.
+    src=$MODEL
+    cd "$src" || exit 1
+    run make -n run
+    grep -q '^scripts/bootstrap *$' "$W/out" || fail "make run: no plain scripts/bootstrap: $(cat "$W/out")"
+    grep -qF -- "--test" "$W/out" && fail "make run installs the test-only packages: $(grep -F -- --test "$W/out")"
+    grep -q '^scripts/run-demo .* donto.db$' "$W/out" || fail "make run does not keep its data in donto.db: $(grep run-demo "$W/out")"
+    grep -qF "Entering directory" "$W/out" "$W/err" && fail "make run: 'Entering directory' lines"
+    run make -n test
+    grep -q '^scripts/bootstrap --test$' "$W/out" || fail "make test: no scripts/bootstrap --test: $(grep bootstrap "$W/out")"
+    make -p -n run 2>/dev/null | grep -q '^MAKEFLAGS.*no-print-directory' ||
+        fail "make: MAKEFLAGS lacks --no-print-directory"
+    grep -q 'db=${2:-donto.db}' "$src/scripts/run-demo" || fail "scripts/run-demo does not default to donto.db"
+    grep -qF "out/demo.db" "$src/README.md" "$src/scripts/run-demo" && fail "out/demo.db is still named"
+    for w in "build/donto-embed status" "/embed/admin" "into its prompt"; do
+        grep -qF "$w" "$src/README.md" || fail "README.md does not mention '$w'"
+    done
     ;;
 *) echo "first_hour.sh: unknown section $SECTION" >&2; exit 2 ;;
 esac
