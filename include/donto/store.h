@@ -436,8 +436,9 @@ typedef struct donto_schema_version {
 int donto_store_schema_version(donto_store *s, const donto_migrations *set, donto_schema_version *out,
                                donto_err *err);
 /* 0 when every migration of sets[0..n) is recorded; else -1 with
- * DONTO_E_NOT_FOUND and "not migrated (store schema 0 of 9, substrate 0 of
- * 3)" (nothing at all) or "migrated by an older build (store schema 7 of 9)"
+ * DONTO_E_NOT_FOUND and "is not migrated (store schema 0 of 7, substrate
+ * schema 0 of 1)" (nothing at all) or "is migrated by an older build, not up
+ * to date (store schema 6 of 7)"
  * (the caller says which database and how to migrate it). sets NULL: the
  * store's own only. */
 int donto_store_schema_check(donto_store *s, const donto_migrations *const *sets, size_t n, donto_err *err);

@@ -32,11 +32,12 @@ extern "C" {
 #endif
 
 /* Apply the store's migrations and then the substrate's (idempotent): what
- * every command that loads, enqueues, recalls or serves runs first. */
+ * `migrate`, the loaders and `serve --migrate` run; the commands that only
+ * read a database check it with donto_substrate_schema_check instead. */
 int donto_substrate_migrate(donto_store *s, donto_err *err);
 /* Are the store's and the substrate's migrations all recorded? 0, or -1
- * with DONTO_E_NOT_FOUND and "is not migrated (store schema 0 of 9,
- * substrate 0 of 3)" (see donto_store_schema_check). */
+ * with DONTO_E_NOT_FOUND and "is not migrated (store schema 0 of 7,
+ * substrate schema 0 of 1)" (see donto_store_schema_check). */
 int donto_substrate_schema_check(donto_store *s, donto_err *err);
 
 /* ---- text builders (src/substrate/render.c) ------------------------------ */
