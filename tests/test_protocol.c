@@ -667,7 +667,7 @@ static void test_responses(void) {
     s = donto_proto_ok_response();
     CHECK(s && !strcmp(s, "{\"ok\":true}"), "%s", s);
     free(s);
-    s = donto_proto_health_response(1, "0.1.0", 1, NULL);
+    s = donto_proto_health_response(1, "0.1.0", 1, NULL, NULL);
     CHECK(s && !strcmp(s, "{\"ok\":true,\"version\":\"0.1.0\",\"database\":true}"), "%s", s);
     free(s);
     donto_target_stats st[DONTO_TARGET_N] = {{1, 2, 3, 6}, {0, 0, 0, 0}, {5, 0, 0, 5}, {0, 1, 0, 1}};

@@ -20,6 +20,8 @@ extern "C" {
 
 /* Dimensions of a known model, or 0 when name is NULL or not in the table. */
 int donto_model_dims(const char *name);
+/* The i-th model of the table (0, 1, ...), NULL past the last. */
+const char *donto_model_name_at(int i);
 
 #ifdef __cplusplus
 }

@@ -273,6 +273,9 @@ typedef struct donto_store_ops {
                    int64_t *withdrawn, donto_err *err);
     int (*unsuspend)(donto_store *s, const char *token, int *done, donto_err *err);
     int (*ping)(donto_store *s, donto_err *err);
+    /* Which migrations of module are recorded: bit v of *mask for version v
+     * (1..63); 0 when the database has no donto_migrations table. */
+    int (*migrations_applied)(donto_store *s, const char *module, uint64_t *mask, donto_err *err);
     /* The database (optional: a test's fake store has none). */
     int (*db)(donto_store *s, donto_db *out, donto_err *err);
     void (*close)(donto_store *s);
@@ -285,8 +288,15 @@ struct donto_store {
 };
 
 /* Open by URL: "postgres://..." or "postgresql://..." -> PostgreSQL,
- * anything else is a SQLite file path (":memory:" allowed). Does not migrate. */
+ * anything else is a SQLite file path (":memory:" allowed). Does not migrate.
+ * A SQLite file that does not exist is created (empty): for `migrate`, the
+ * loaders and tests. */
 int donto_store_open(const char *url, donto_store **out, donto_err *err);
+/* The same for a command that reads a database and must never create one:
+ * a SQLite file that does not exist is -1 with DONTO_E_NOT_FOUND and
+ * "PATH does not exist" (PostgreSQL: as donto_store_open; its database is
+ * made by an operator). Check the schema with donto_store_schema_check. */
+int donto_store_open_existing(const char *url, donto_store **out, donto_err *err);
 #define DONTO_STORE_DEFAULT_URL "./donto.db"
 
 /* Close a handle (NULL is fine). */
@@ -414,6 +424,26 @@ int donto_store_unsuspend(donto_store *s, const char *token, int *done, donto_er
 /* From now on, reads of vectors through this handle (vectors_mark,
  * vectors_page: recall and exports) see verified vectors only. */
 void donto_store_set_verified_only(donto_store *s, int on);
+
+/* ---- schema versions ---------------------------------------------------------
+ * How far a database is migrated, per module: current = the highest version
+ * of set recorded (0: none, or no donto_migrations table at all), expected
+ * = the highest this build has, missing = this build's migrations of set
+ * not recorded (0: up to date). set NULL: the store's own. */
+typedef struct donto_schema_version {
+    int current, expected, missing;
+} donto_schema_version;
+int donto_store_schema_version(donto_store *s, const donto_migrations *set, donto_schema_version *out,
+                               donto_err *err);
+/* 0 when every migration of sets[0..n) is recorded; else -1 with
+ * DONTO_E_NOT_FOUND and "is not migrated (store schema 0 of 7, substrate
+ * schema 0 of 1)" (nothing at all) or "is migrated by an older build, not up
+ * to date (store schema 6 of 7)"
+ * (the caller says which database and how to migrate it). sets NULL: the
+ * store's own only. */
+int donto_store_schema_check(donto_store *s, const donto_migrations *const *sets, size_t n, donto_err *err);
+/* The store's own migrations (queue, vectors, tokens, ...). */
+extern const donto_migrations DONTO_STORE_MIGRATIONS;
 
 /* Is the database reachable (cheap round trip)? */
 int donto_store_ping(donto_store *s, donto_err *err);

@@ -32,8 +32,13 @@ extern "C" {
 #endif
 
 /* Apply the store's migrations and then the substrate's (idempotent): what
- * every command that loads, enqueues, recalls or serves runs first. */
+ * `migrate`, the loaders and `serve --migrate` run; the commands that only
+ * read a database check it with donto_substrate_schema_check instead. */
 int donto_substrate_migrate(donto_store *s, donto_err *err);
+/* Are the store's and the substrate's migrations all recorded? 0, or -1
+ * with DONTO_E_NOT_FOUND and "is not migrated (store schema 0 of 7,
+ * substrate schema 0 of 1)" (see donto_store_schema_check). */
+int donto_substrate_schema_check(donto_store *s, donto_err *err);
 
 /* ---- text builders (src/substrate/render.c) ------------------------------ */
 
@@ -141,6 +146,15 @@ int donto_substrate_enqueue(donto_store *s, int target, const char *model,
  * transaction. ids as for donto_statement_id. */
 int donto_substrate_retract(donto_store *s, const char *const *ids, size_t n, size_t *retracted,
                             donto_err *err);
+/* What retraction did with one id. */
+typedef enum donto_retract_status {
+    DONTO_RETRACT_UNKNOWN = 0, /* no such statement */
+    DONTO_RETRACT_DONE = 1,    /* it was live and is retracted now */
+    DONTO_RETRACT_ALREADY = 2, /* it was retracted before */
+} donto_retract_status;
+/* donto_substrate_retract, and status[i] for ids[i] (caller-allocated, n). */
+int donto_substrate_retract_status(donto_store *s, const char *const *ids, size_t n, size_t *retracted,
+                                   donto_retract_status *status, donto_err *err);
 
 /* Display text of items (the same text the builders render for embedding).
  * texts[i] is malloc'd, or NULL when the item is unknown/retracted. Returns 0

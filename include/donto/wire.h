@@ -125,7 +125,14 @@ char *donto_proto_submit_response(size_t upserted, const donto_items_req *r);
 char *donto_proto_release_response(size_t released);
 char *donto_proto_ok_response(void);
 char *donto_proto_error_response(const char *code, const char *message);
-char *donto_proto_health_response(int ok, const char *version, int database, const char *message);
+/* 1 when s is valid UTF-8 as JSON strings take it (no overlong forms,
+ * surrogates or code points above U+10FFFF), else 0: what a client's text
+ * must be before it is embedded or echoed in an answer. */
+int donto_proto_utf8_valid(const char *s);
+/* GET /health: {"ok", "version", "database"[, "schema": {"version": n,
+ * "expected": m}][, "message"]}; schema NULL: not known (omitted). */
+char *donto_proto_health_response(int ok, const char *version, int database, const donto_schema_version *schema,
+                                  const char *message);
 /* What /stats shows beyond the per-target counts; parts the store does not
  * offer are left zero/NULL and omitted. */
 typedef struct donto_stats_extra {

@@ -11,7 +11,9 @@
  *   heartbeat      extends the leases it holds (POST /extend) at a third of
  *                  the lease's TTL, so a slow batch is not leased again.
  * Items rejected lease_expired halve the lease size; 429 waits Retry-After;
- * 401/403 (revoked, suspended) stop the worker.
+ * 401/403 (revoked, suspended) stop the worker, and so do setup errors
+ * before the coordinator first answers (host not found, untrusted
+ * certificate: at once; connection refused: after start_retry_s).
  *
  * Errors back off with jitter (up to 60 s); at most one /report per minute;
  * a log line per minute. donto_worker_stop() (async-signal-safe, called from
@@ -45,6 +47,11 @@ typedef struct donto_worker_config {
     double connect_timeout_s, request_timeout_s;
     double max_backoff_s;   /* default 60 */
     const char *ca_file;    /* PEM CA bundle for https:// (NULL: the system's) */
+    /* Until the coordinator first answers: a refused or timed-out
+     * connection is retried for this long, then the worker stops (default
+     * 60; 0: forever). An unresolvable host, a bad URL or a certificate the
+     * worker does not trust stop it at once. */
+    double start_retry_s;
 } donto_worker_config;
 
 void donto_worker_default_config(donto_worker_config *c);

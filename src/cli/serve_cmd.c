@@ -25,6 +25,8 @@
 #include "donto/substrate.h"
 #include "donto/wire.h"
 
+#include "cli_db.h"
+
 #ifndef DONTO_VERSION
 #define DONTO_VERSION "unknown"
 #endif
@@ -231,6 +233,15 @@ static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
             return 1;
         }
         donto_store_close(s);
+    } else if (!cfg.open_store) {
+        /* Without --migrate the database must exist and be migrated: refuse
+         * to start rather than answer every request with a store error. */
+        donto_store *s = NULL;
+        if (cli_open_db("serve", cfg.db_url, CLI_DB_STORE, &s)) return 1;
+        if (donto_substrate_schema_check(s, &err))
+            DLOG_WARN("coord: the substrate's tables %s: recall shows item ids, not texts (donto-embed migrate)",
+                      err.msg);
+        donto_store_close(s);
     }
     /* Recall: the model that embeds queries, loaded once, shared by every
      * request (the encoder and the recall object are thread-safe). */
@@ -350,8 +361,8 @@ int donto_status_cmd(int argc, char **argv) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* leases expire in Unix ms */
     int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, per_min = 0;
-    if (donto_store_open(db, &s, &err) || donto_store_stats(s, now, st, &err) ||
-        donto_store_embedded_since(s, now - 60000, &per_min, &err)) {
+    if (cli_open_db("status", db, CLI_DB_STORE, &s)) return 1;
+    if (donto_store_stats(s, now, st, &err) || donto_store_embedded_since(s, now - 60000, &per_min, &err)) {
         fprintf(stderr, "donto-embed status: %s\n", err.msg);
         donto_store_close(s);
         return 1;
@@ -448,10 +459,7 @@ int donto_token_cmd(int argc, char **argv) {
     }
     donto_err err = {0};
     donto_store *s = NULL;
-    if (donto_store_open(db, &s, &err)) {
-        fprintf(stderr, "donto-embed token: %s\n", err.msg);
-        return 1;
-    }
+    if (cli_open_db("token", db, CLI_DB_STORE, &s)) return 1;
     int rc = 1;
     if (!strcmp(action, "add")) {
         char tok[65];

@@ -1,8 +1,10 @@
 /*
  * `donto-embed load | wordnet | enqueue | retract`: fill the substrate and
- * queue what it holds for embedding (logic in src/substrate/). Each command
- * applies the database migrations first (idempotent), so a fresh database
- * works without a separate `migrate`.
+ * queue what it holds for embedding (logic in src/substrate/). The loaders
+ * (load, wordnet) create the database if need be and apply the migrations
+ * first (idempotent), so a fresh database works without a separate
+ * `migrate`; enqueue and retract work on an existing, migrated one only (a
+ * mistyped --db is an error, not a new empty database: issue 16).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -18,6 +20,8 @@
 #include "donto/store.h"
 #include "donto/substrate.h"
 #include "donto/tokenizer.h"
+
+#include "cli_db.h"
 
 /* Progress on a TTY only: one line, rewritten. */
 typedef struct prog {
@@ -41,6 +45,7 @@ static void progress_end(prog *p) {
     if (p->tty) fprintf(stderr, "\r\033[K");
 }
 
+/* The loaders' database: created and migrated if need be. */
 static int open_db(const char *cmd, const char *url, donto_store **s) {
     donto_err err = {0};
     if (donto_store_open(url, s, &err) || donto_substrate_migrate(*s, &err)) {
@@ -219,7 +224,7 @@ int donto_enqueue_cmd(int argc, char **argv) {
     }
     if (!model) model = DONTO_DEFAULT_MODEL;
     donto_store *s = NULL;
-    if (open_db("enqueue", db, &s)) {
+    if (cli_open_db("enqueue", db, CLI_DB_SUBSTRATE, &s)) {
         donto_tokenizer_close(tok);
         return 1;
     }
@@ -253,7 +258,9 @@ int donto_retract_cmd(int argc, char **argv) {
                                "\n"
                                "Retract statements: close their tx_time (they stay in the database, no longer\n"
                                "live) and drop their pending queue entries. An id is the statement's uuid, or\n"
-                               "the \"id\" a JSONL record was loaded with (c000001). Retracting again is a no-op.\n"
+                               "the \"id\" a JSONL record was loaded with (c000001). Retracting again is a no-op\n"
+                               "(said so); an id that names no statement is an error (exit 1; the known ones\n"
+                               "are still retracted).\n"
                                "\n",
                                opts, NULL};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
@@ -288,17 +295,32 @@ int donto_retract_cmd(int argc, char **argv) {
         rc = donto_opt_usage_error(&cmd, "no statement ids");
     } else {
         donto_store *s = NULL;
-        if (open_db("retract", db, &s)) {
+        if (cli_open_db("retract", db, CLI_DB_SUBSTRATE, &s)) {
             rc = 1;
         } else {
             donto_err err = {0};
-            size_t got = 0;
-            if (donto_substrate_retract(s, (const char *const *)ids, n, &got, &err)) {
+            size_t got = 0, unknown = 0, already = 0;
+            donto_retract_status *st = donto_xcalloc(n, sizeof *st);
+            if (donto_substrate_retract_status(s, (const char *const *)ids, n, &got, st, &err)) {
                 fprintf(stderr, "donto-embed retract: %s\n", err.msg);
                 rc = 1;
             } else {
-                printf("retract: %zu of %zu statements retracted (the rest were not live)\n", got, n);
+                for (size_t i = 0; i < n; i++) {
+                    if (st[i] == DONTO_RETRACT_UNKNOWN) {
+                        fprintf(stderr, "donto-embed retract: %s: no such statement\n", ids[i]);
+                        unknown++;
+                    } else if (st[i] == DONTO_RETRACT_ALREADY) {
+                        fprintf(stderr, "donto-embed retract: %s: already retracted\n", ids[i]);
+                        already++;
+                    }
+                }
+                printf("retract: %zu of %zu statements retracted", got, n);
+                if (already) printf(", %zu already retracted", already);
+                if (unknown) printf(", %zu unknown", unknown);
+                printf("\n");
+                if (unknown) rc = 1; /* a mistyped id is an error; retracting twice is not */
             }
+            free(st);
             donto_store_close(s);
         }
     }

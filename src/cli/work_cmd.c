@@ -86,6 +86,9 @@ int donto_work_cmd(int argc, char **argv) {
          .help = "at SIGINT/SIGTERM, time to submit before releasing (default 30)"},
         {DONTO_OPT_DOUBLE, "timeout", 0, &c.request_timeout_s, .fmin = 1, .fmax = 86400, .metavar = "SECS",
          .help = "per-request timeout (default 120; connect 10)"},
+        {DONTO_OPT_DOUBLE, "start-retry", 0, &c.start_retry_s, .fmin = 0, .fmax = 1e7, .metavar = "SECS",
+         .help = "until the coordinator first answers, retry a refused or timed-out\n"
+                 "connection this long, then exit 1 (default 60; 0: forever)"},
         {0}};
     const donto_opt_cmd cmd = {"donto-embed work",
                                "usage: donto-embed work --model DIR [options]\n"
@@ -97,7 +100,11 @@ int donto_work_cmd(int argc, char **argv) {
                                "--device cuda / EMBED_CUDA=1 needs a build with -DDONTO_CUDA=ON (else refused, exit 2).\n"
                                "Leases held are extended (POST /extend) at a third of their TTL; items that come back\n"
                                "lease_expired halve the lease size (doubled back after batches in time). 429 waits\n"
-                               "Retry-After; a refused or suspended token (401/403) exits 1 with the reason.\n"
+                               "Retry-After; a refused or suspended token (401/403) exits 1 with the reason, and so\n"
+                               "do setup errors before the coordinator first answers: a host that does not resolve,\n"
+                               "a bad URL or an untrusted certificate at once, a refused connection after\n"
+                               "--start-retry. Every failed request is logged with curl's words or the HTTP status\n"
+                               "and the coordinator's error.\n"
                                "SIGINT/SIGTERM: stop leasing, finish and submit, release the rest, exit 0; a second\n"
                                "signal exits at once.\n"};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);

@@ -134,7 +134,7 @@ static int pool_open(store_pool *p, int n, const donto_coord_config *cfg, donto_
     }
     for (int i = 0; i < n; i++) {
         int rc = cfg->open_store ? cfg->open_store(cfg->open_ctx, &p->all[i], err)
-                                 : donto_store_open(cfg->db_url, &p->all[i], err);
+                                 : donto_store_open_existing(cfg->db_url, &p->all[i], err);
         p->n = i + 1;
         if (rc || !p->all[i]) {
             p->all[i] = NULL;
@@ -1173,6 +1173,10 @@ static answer do_recall(donto_coord *c, donto_store *s, struct MHD_Connection *c
     const char *ts = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "target");
     if (!q || !*q) return errorf(400, "bad_request", "missing query parameter q");
     if (strlen(q) > 8192) return errorf(400, "bad_request", "q is longer than 8192 bytes");
+    /* The query is echoed in the answer: bytes that are not UTF-8 are the
+     * client's mistake (400), not a stored text's (500). */
+    if (!donto_proto_utf8_valid(q))
+        return errorf(400, "bad_request", "q is not valid UTF-8 (percent-encode the query's UTF-8 bytes)");
     long k = 10;
     if (ks) {
         char *end;
@@ -1198,13 +1202,28 @@ static answer do_recall(donto_coord *c, donto_store *s, struct MHD_Connection *c
     return (answer){200, json, NULL, 0};
 }
 
-/* Unauthenticated: says whether the database answers, never why not. */
+/* Unauthenticated: says whether the database answers and how far its
+ * schema is migrated (not ok when this build's migrations are not all
+ * recorded: every other route would fail), never why it does not answer. */
 static answer do_health(donto_coord *c, donto_store *s) {
     donto_err e = {0};
     int up = donto_store_ping(s, &e) == 0;
-    if (!up) DLOG_WARN("coord: health: %s", e.msg);
-    return (answer){up ? 200 : 503,
-                    donto_proto_health_response(up, c->version, up, up ? NULL : "database unreachable"), NULL, 0};
+    if (!up) {
+        DLOG_WARN("coord: health: %s", e.msg);
+        return (answer){503, donto_proto_health_response(0, c->version, 0, NULL, "database unreachable"), NULL, 0};
+    }
+    donto_schema_version v;
+    if (donto_store_schema_version(s, NULL, &v, &e)) { /* a store without migrations (tests' fakes) */
+        if (donto_err_code(&e) != DONTO_E_NOT_FOUND) DLOG_WARN("coord: health: schema: %s", e.msg);
+        return (answer){200, donto_proto_health_response(1, c->version, 1, NULL, NULL), NULL, 0};
+    }
+    if (v.missing) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "database not migrated (store schema %d of %d): run donto-embed migrate", v.current,
+                 v.expected);
+        return (answer){503, donto_proto_health_response(0, c->version, 1, &v, msg), NULL, 0};
+    }
+    return (answer){200, donto_proto_health_response(1, c->version, 1, &v, NULL), NULL, 0};
 }
 
 /* The token gate: 401 for unknown or revoked tokens; 403 for a token on a
@@ -1262,7 +1281,7 @@ static enum MHD_Result on_complete(donto_coord *c, struct MHD_Connection *conn, 
     if (!s) {
         if (r->route == R_HEALTH)
             return queue(c, r->route, conn,
-                         (answer){503, donto_proto_health_response(0, c->version, 0, "no store handle free"), NULL, 0},
+                         (answer){503, donto_proto_health_response(0, c->version, 0, NULL, "no store handle free"), NULL, 0},
                          NULL);
         return queue(c, r->route, conn, errorf(503, "busy", "all %d store handles are in use; retry later", c->pool.n), NULL);
     }

@@ -1253,6 +1253,25 @@ static int pg_ping(donto_store *b, donto_err *err) {
     return pg_cmd(s, "SELECT 1", err);
 }
 
+static int pg_migrations_applied(donto_store *b, const char *module, uint64_t *mask, donto_err *err) {
+    pg_store *s = (pg_store *)b;
+    if (pg_ready(s, err)) return -1;
+    PGresult *r = PQexec(s->conn, "SELECT to_regclass('donto_migrations') IS NOT NULL");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) return pg_fail(s, err, "read the catalog", r);
+    int have = PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    if (!have) return 0;
+    const char *pv[1] = {module};
+    r = PQexecParams(s->conn, "SELECT version FROM donto_migrations WHERE module = $1", 1, NULL, pv, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) return pg_fail(s, err, "read donto_migrations", r);
+    for (int i = 0; i < PQntuples(r); i++) {
+        long v = strtol(PQgetvalue(r, i, 0), NULL, 10);
+        if (v >= 1 && v <= 63) *mask |= (uint64_t)1 << v;
+    }
+    PQclear(r);
+    return 0;
+}
+
 static void pg_close(donto_store *b) {
     pg_store *s = (pg_store *)b;
     if (!s) return;
@@ -1292,6 +1311,7 @@ static const donto_store_ops PG_OPS = {
     .suspend = pg_suspend,
     .unsuspend = pg_unsuspend,
     .ping = pg_ping,
+    .migrations_applied = pg_migrations_applied,
     .db = pg_db,
     .close = pg_close,
 };

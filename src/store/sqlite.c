@@ -9,6 +9,7 @@
 #include "store_int.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -966,6 +967,30 @@ static int sq_ping(donto_store *b, donto_err *err) {
     return sq_exec((sq_store *)b, "SELECT 1", err);
 }
 
+static int sq_migrations_applied(donto_store *b, const char *module, uint64_t *mask, donto_err *err) {
+    sq_store *s = (sq_store *)b;
+    sqlite3_stmt *st = NULL;
+    /* Not through sq_get: the table may not exist, and a persistent
+     * statement would keep failing to prepare once it does. */
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'donto_migrations'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sq_fail(s, err, "read sqlite_master");
+    int rc = sqlite3_step(st);
+    int have = rc == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) return sq_fail(s, err, "read sqlite_master");
+    if (!have) return 0;
+    if (sqlite3_prepare_v2(s->db, "SELECT version FROM donto_migrations WHERE module = ?1", -1, &st, NULL) != SQLITE_OK)
+        return sq_fail(s, err, "read donto_migrations");
+    bind_text(st, 1, module);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int v = sqlite3_column_int(st, 0);
+        if (v >= 1 && v <= 63) *mask |= (uint64_t)1 << v;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(s, err, "read donto_migrations");
+}
+
 static void sq_close(donto_store *b) {
     sq_store *s = (sq_store *)b;
     if (!s) return;
@@ -1003,17 +1028,26 @@ static const donto_store_ops SQ_OPS = {
     .suspend = sq_suspend,
     .unsuspend = sq_unsuspend,
     .ping = sq_ping,
+    .migrations_applied = sq_migrations_applied,
     .db = sq_db,
     .close = sq_close,
 };
 
-int donto_store_open_sqlite(const char *path, donto_store **out, donto_err *err) {
+int donto_store_open_sqlite(const char *path, int create, donto_store **out, donto_err *err) {
     *out = NULL;
+    /* A reader never creates the file (a mistyped --db would otherwise leave
+     * an empty database behind and fail later on a missing table). */
+    struct stat sb;
+    int empty = 0;
+    if (!create && strcmp(path, ":memory:") != 0) {
+        if (stat(path, &sb) != 0) return donto_seterrc(err, DONTO_E_NOT_FOUND, "%s does not exist", path);
+        empty = sb.st_size == 0; /* no database yet: left as it is (the schema check says so) */
+    }
     sq_store *s = donto_xcalloc(1, sizeof *s);
     s->base.ops = &SQ_OPS;
     /* NOMUTEX: a handle is used by one thread at a time (see store.h). */
     int rc = sqlite3_open_v2(path, &s->db,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX,
                              NULL);
     if (rc != SQLITE_OK) {
         donto_seterr(err, "sqlite: open %s: %s", path,
@@ -1025,7 +1059,7 @@ int donto_store_open_sqlite(const char *path, donto_store **out, donto_err *err)
     sqlite3_busy_handler(s->db, sq_busy, s);
     /* WAL: readers never block the writer. NORMAL: durable at checkpoints,
      * a crash loses at most the last transactions, never corrupts. */
-    if (sq_exec(s, "PRAGMA journal_mode=WAL", err) ||
+    if ((!empty && sq_exec(s, "PRAGMA journal_mode=WAL", err)) ||
         sq_exec(s, "PRAGMA synchronous=NORMAL", err) ||
         sq_exec(s, "PRAGMA foreign_keys=ON", err)) {
         donto_preerr(err, "%s", path);

@@ -201,13 +201,13 @@ enum {
     OP_MIGRATE, OP_ENQUEUE, OP_LEASE, OP_SUBMIT, OP_RELEASE, OP_REPORT, OP_STATS,
     OP_EMBEDDED_SINCE, OP_CONTRIBUTORS, OP_SERIES, OP_REPORTS_RECENT, OP_TOKEN_ADD,
     OP_TOKEN_CHECK, OP_TOKEN_REVOKE, OP_TOKEN_LIST, OP_VECTORS_MARK, OP_VECTORS_PAGE, OP_PING,
-    OP_DB, OP_EXTEND, OP_TRUST_RECORD, OP_SUSPEND, OP_UNSUSPEND, OP_N
+    OP_DB, OP_EXTEND, OP_TRUST_RECORD, OP_SUSPEND, OP_UNSUSPEND, OP_MIGRATIONS_APPLIED, OP_N
 };
 static const char *const OP_NAMES[OP_N] = {
     "migrate", "enqueue", "lease", "submit", "release", "report", "stats", "embedded_since",
     "contributors", "series", "reports_recent", "token_add", "token_check", "token_revoke",
     "token_list", "vectors_mark", "vectors_page", "ping", "db", "extend", "trust_record",
-    "suspend", "unsuspend",
+    "suspend", "unsuspend", "migrations_applied",
 };
 
 /* Injected faults (tests only): calls left to fail, and with which code. */
@@ -408,6 +408,52 @@ void donto_store_set_verified_only(donto_store *s, int on) {
 
 int donto_store_ping(donto_store *s, donto_err *err) { STORE_CALL(OP_PING, ping, err); }
 
+static int migrations_applied(donto_store *s, const char *module, uint64_t *mask, donto_err *err) {
+    *mask = 0;
+    STORE_CALL(OP_MIGRATIONS_APPLIED, migrations_applied, module, mask, err);
+}
+
+int donto_store_schema_version(donto_store *s, const donto_migrations *set, donto_schema_version *out,
+                               donto_err *err) {
+    memset(out, 0, sizeof *out);
+    if (!set) set = &DONTO_STORE_MIGRATIONS;
+    uint64_t mask = 0;
+    if (migrations_applied(s, set->module, &mask, err)) return -1;
+    for (int v = 63; v >= 1; v--)
+        if (mask >> v & 1) {
+            out->current = v;
+            break;
+        }
+    for (size_t i = 0; i < set->n; i++) {
+        int v = set->list[i].version;
+        if (v > out->expected) out->expected = v;
+        if (v < 1 || v > 63)
+            return donto_seterrc(err, DONTO_E_INTERNAL, "migration %s %d: versions go from 1 to 63", set->module, v);
+        if (!(mask >> v & 1)) out->missing++;
+    }
+    return 0;
+}
+
+int donto_store_schema_check(donto_store *s, const donto_migrations *const *sets, size_t n, donto_err *err) {
+    const donto_migrations *own[1] = {&DONTO_STORE_MIGRATIONS};
+    if (!sets) sets = own, n = 1;
+    char list[DONTO_ERR_MAX / 2] = "";
+    size_t len = 0;
+    int missing = 0, any = 0;
+    for (size_t i = 0; i < n; i++) {
+        donto_schema_version v;
+        if (donto_store_schema_version(s, sets[i], &v, err)) return -1;
+        missing += v.missing > 0;
+        any |= v.current > 0;
+        int k = snprintf(list + len, sizeof list - len, "%s%s schema %d of %d", i ? ", " : "", sets[i]->module,
+                         v.current, v.expected);
+        if (k > 0) len += (size_t)k < sizeof list - len ? (size_t)k : sizeof list - len - 1;
+    }
+    if (!missing) return 0;
+    return donto_seterrc(err, DONTO_E_NOT_FOUND, "%s (%s)",
+                         any ? "is migrated by an older build, not up to date" : "is not migrated", list);
+}
+
 int donto_store_db(donto_store *s, donto_db *out, donto_err *err) {
     memset(out, 0, sizeof *out);
     STORE_CALL(OP_DB, db, out, err);
@@ -422,5 +468,13 @@ int donto_store_open(const char *url, donto_store **out, donto_err *err) {
     if (!url || !*url) url = DONTO_STORE_DEFAULT_URL;
     if (strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0)
         return donto_store_open_pg(url, out, err);
-    return donto_store_open_sqlite(url, out, err);
+    return donto_store_open_sqlite(url, 1, out, err);
+}
+
+int donto_store_open_existing(const char *url, donto_store **out, donto_err *err) {
+    *out = NULL;
+    if (!url || !*url) url = DONTO_STORE_DEFAULT_URL;
+    if (strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0)
+        return donto_store_open_pg(url, out, err);
+    return donto_store_open_sqlite(url, 0, out, err);
 }

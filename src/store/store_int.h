@@ -4,7 +4,8 @@
 
 #include "donto/store.h"
 
-int donto_store_open_sqlite(const char *path, donto_store **out, donto_err *err);
+/* create 0: a file that does not exist is -1, DONTO_E_NOT_FOUND. */
+int donto_store_open_sqlite(const char *path, int create, donto_store **out, donto_err *err);
 int donto_store_open_pg(const char *url, donto_store **out, donto_err *err);
 
 
@@ -38,8 +39,6 @@ char *donto_strdup_or_null(const char *s);
  * what the streak grows by). Shared so both backends count alike. */
 void donto_check_tally(const donto_check *checks, size_t n, int64_t *passed, int64_t *failed, int64_t *tail);
 
-/* The store's own migrations (src/store/migrations.c). */
-extern const donto_migrations DONTO_STORE_MIGRATIONS;
 
 /* The table that records applied migrations, per (module, version). A
  * database made before the registry kept one list, schema_migrations, in

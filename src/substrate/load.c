@@ -69,7 +69,7 @@ static int do_retract(loader *L, const char *const *ids, size_t n) {
         pv[i] = norm[i];
     }
     size_t got = 0;
-    int rc = L->w.ops->retract(L->w.s, pv, n, &got, L->err);
+    int rc = L->w.ops->retract(L->w.s, pv, n, &got, NULL, L->err);
     free(pv);
     free(norm);
     if (rc) return -1;

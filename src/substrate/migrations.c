@@ -66,3 +66,8 @@ int donto_substrate_migrate(donto_store *s, donto_err *err) {
     if (donto_store_migrate(s, err)) return -1;
     return donto_store_apply_migrations(s, &SUBSTRATE_SET, err);
 }
+
+int donto_substrate_schema_check(donto_store *s, donto_err *err) {
+    const donto_migrations *sets[2] = {&DONTO_STORE_MIGRATIONS, &SUBSTRATE_SET};
+    return donto_store_schema_check(s, sets, 2, err);
+}

@@ -204,7 +204,7 @@ static char *array_lit(const char *const *v, size_t n) {
     return b.p;
 }
 
-static int pg_retract(donto_store *s, const char *const *ids, size_t n, size_t *retracted,
+static int pg_retract(donto_store *s, const char *const *ids, size_t n, size_t *retracted, int *status,
                       donto_err *err) {
     PGconn *c = conn_of(s);
     *retracted = 0;
@@ -222,11 +222,25 @@ static int pg_retract(donto_store *s, const char *const *ids, size_t n, size_t *
         "WHERE statement_id = ANY($1::uuid[]) AND upper_inf(tx_time) "
         "RETURNING statement_id::text AS id), "
         "d AS (DELETE FROM queue q USING r WHERE q.target = 0 AND q.item_id = r.id) "
-        "SELECT count(*) FROM r",
+        /* the count, then every id asked for that exists, and whether this
+         * statement retracted it (the outer query sees the rows as they
+         * were before the update) */
+        "SELECT NULL, (SELECT count(*) FROM r) UNION ALL "
+        "SELECT x.statement_id::text, CASE WHEN x.statement_id::text IN (SELECT id FROM r) THEN 1 ELSE 2 END "
+        "FROM donto_statement x WHERE x.statement_id = ANY($1::uuid[])",
         1, NULL, pv, NULL, NULL, 0);
     free(arr);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) return fail(c, r, err, "retract");
-    *retracted = (size_t)strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+    for (int row = 0; row < PQntuples(r); row++) {
+        if (PQgetisnull(r, row, 0)) {
+            *retracted = (size_t)strtoull(PQgetvalue(r, row, 1), NULL, 10);
+            continue;
+        }
+        const char *id = PQgetvalue(r, row, 0);
+        int v = atoi(PQgetvalue(r, row, 1));
+        for (size_t i = 0; status && i < n; i++)
+            if (!strcmp(ids[i], id)) status[i] = v;
+    }
     PQclear(r);
     return 0;
 }

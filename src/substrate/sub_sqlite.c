@@ -114,7 +114,7 @@ static int sq_put(donto_store *s, sub_kind k, const char *const *cells, size_t n
     return 0;
 }
 
-static int sq_retract(donto_store *s, const char *const *ids, size_t n, size_t *retracted,
+static int sq_retract(donto_store *s, const char *const *ids, size_t n, size_t *retracted, int *status,
                       donto_err *err) {
     sqlite3 *db = sub_sqlite(s);
     *retracted = 0;
@@ -124,7 +124,10 @@ static int sq_retract(donto_store *s, const char *const *ids, size_t n, size_t *
                             "prepare retract", err);
     sqlite3_stmt *del = prep(db, "DELETE FROM queue WHERE target = 0 AND item_id = ?1",
                              "prepare retract", err);
-    int ok = up && del;
+    sqlite3_stmt *has = status ? prep(db, "SELECT 1 FROM donto_statement WHERE statement_id = ?1",
+                                      "prepare retract", err)
+                               : NULL;
+    int ok = up && del && (has || !status);
     int64_t now = wall_ms();
     for (size_t i = 0; ok && i < n; i++) {
         sqlite3_bind_text(up, 1, ids[i], -1, SQLITE_STATIC);
@@ -136,7 +139,21 @@ static int sq_retract(donto_store *s, const char *const *ids, size_t n, size_t *
             fail(db, err, "retract");
             break;
         }
-        if (sqlite3_changes(db) == 0) continue;
+        if (sqlite3_changes(db) == 0) {
+            if (status) { /* unknown, or retracted before? */
+                sqlite3_bind_text(has, 1, ids[i], -1, SQLITE_STATIC);
+                rc = sqlite3_step(has);
+                sqlite3_reset(has);
+                if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+                    ok = 0;
+                    fail(db, err, "retract: look up");
+                    break;
+                }
+                status[i] = rc == SQLITE_ROW ? DONTO_RETRACT_ALREADY : DONTO_RETRACT_UNKNOWN;
+            }
+            continue;
+        }
+        if (status) status[i] = DONTO_RETRACT_DONE;
         (*retracted)++;
         sqlite3_bind_text(del, 1, ids[i], -1, SQLITE_STATIC);
         rc = sqlite3_step(del);
@@ -148,6 +165,7 @@ static int sq_retract(donto_store *s, const char *const *ids, size_t n, size_t *
     }
     sqlite3_finalize(up);
     sqlite3_finalize(del);
+    sqlite3_finalize(has);
     return ok ? 0 : -1;
 }
 

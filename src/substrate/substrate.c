@@ -148,7 +148,13 @@ int donto_substrate_enqueue(donto_store *s, int target, const char *model,
 
 int donto_substrate_retract(donto_store *s, const char *const *ids, size_t n, size_t *retracted,
                             donto_err *err) {
+    return donto_substrate_retract_status(s, ids, n, retracted, NULL, err);
+}
+
+int donto_substrate_retract_status(donto_store *s, const char *const *ids, size_t n, size_t *retracted,
+                                   donto_retract_status *status, donto_err *err) {
     if (retracted) *retracted = 0;
+    int *st = status ? donto_xcalloc(n ? n : 1, sizeof *st) : NULL;
     const sub_ops *ops = sub_ops_for(s, err);
     if (!ops) return -1;
     char(*norm)[37] = donto_xmalloc((n ? n : 1) * sizeof *norm);
@@ -160,7 +166,7 @@ int donto_substrate_retract(donto_store *s, const char *const *ids, size_t n, si
     size_t got = 0;
     int rc = ops->begin(s, err);
     if (rc == 0) {
-        rc = ops->retract(s, pv, n, &got, err);
+        rc = ops->retract(s, pv, n, &got, st, err);
         if (rc == 0)
             rc = ops->commit(s, err);
         else
@@ -168,6 +174,8 @@ int donto_substrate_retract(donto_store *s, const char *const *ids, size_t n, si
     }
     free(pv);
     free(norm);
+    for (size_t i = 0; st && rc == 0 && i < n; i++) status[i] = (donto_retract_status)st[i];
+    free(st);
     if (rc) return -1;
     if (retracted) *retracted = got;
     return 0;

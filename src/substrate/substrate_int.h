@@ -45,9 +45,10 @@ typedef struct sub_ops {
     int (*put)(donto_store *s, sub_kind k, const char *const *cells, size_t nrows,
                size_t *inserted, donto_err *err);
     /* Close the tx_time of the live statements among ids (lowercase uuids)
-     * and delete their queue rows. Runs inside the caller's transaction. */
+     * and delete their queue rows. Runs inside the caller's transaction.
+     * status (NULL: not wanted): per id, a donto_retract_status. */
     int (*retract)(donto_store *s, const char *const *ids, size_t n, size_t *retracted,
-                   donto_err *err);
+                   int *status, donto_err *err);
     /* scan and queue_put serve the generic keyset enqueue, for a backend
      * without its own enqueue (NULL there).
      * Up to limit live items of t with id > after (after NULL: from the

@@ -21,3 +21,7 @@ int donto_model_dims(const char *name) {
         if (!strcmp(name, k_models[i].name)) return k_models[i].dims;
     return 0;
 }
+
+const char *donto_model_name_at(int i) {
+    return i >= 0 && (size_t)i < sizeof k_models / sizeof k_models[0] ? k_models[i].name : NULL;
+}

@@ -811,12 +811,21 @@ char *donto_proto_error_response(const char *code, const char *message) {
     return dump(root, ok);
 }
 
-char *donto_proto_health_response(int okv, const char *version, int database, const char *message) {
+int donto_proto_utf8_valid(const char *s) { return s && utf8_valid(s); }
+
+char *donto_proto_health_response(int okv, const char *version, int database, const donto_schema_version *schema,
+                                  const char *message) {
     int ok = 1;
     json_t *root = json_object();
     put(root, "ok", json_boolean(okv), &ok);
     put(root, "version", json_string(version ? version : ""), &ok);
     put(root, "database", json_boolean(database), &ok);
+    if (schema) {
+        json_t *o = json_object();
+        put(o, "version", json_integer(schema->current), &ok);
+        put(o, "expected", json_integer(schema->expected), &ok);
+        put(root, "schema", o, &ok);
+    }
     if (message) {
         json_t *m = json_string(message);
         put(root, "message", m ? m : json_string("(message not representable)"), &ok);

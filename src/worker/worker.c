@@ -50,6 +50,7 @@ void donto_worker_default_config(donto_worker_config *c) {
     c->connect_timeout_s = 10;
     c->request_timeout_s = 120;
     c->max_backoff_s = 60;
+    c->start_retry_s = 60;
 }
 
 /* ---- batches ------------------------------------------------------------- */
@@ -91,6 +92,8 @@ typedef struct {
     size_t sq_len;
     wbatch *submitting;     /* in the submit thread */
     int lease_done, engine_done, fatal, hb_done;
+    int reached;            /* the coordinator has answered at least once */
+    double started;         /* donto_now() at start */
     char fatal_msg[1024];
     uint64_t seq;
     int lease_n;            /* items per lease now (halved after lease_expired) */
@@ -153,6 +156,8 @@ typedef struct {
     size_t len;
     double timeout_s;  /* per request; 0: the configured one */
     double retry_after; /* the last answer's Retry-After in seconds; 0: none */
+    CURLcode crc;      /* the last request's transport result */
+    char errbuf[CURL_ERROR_SIZE]; /* curl's words for it ("" when none) */
 } whttp;
 
 static size_t on_data(char *d, size_t sz, size_t nm, void *u) {
@@ -207,17 +212,93 @@ static long http_post(wstate *w, whttp *h, const char *route, const char *body) 
     curl_easy_setopt(c, CURLOPT_WRITEDATA, h);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    h->errbuf[0] = 0;
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->errbuf);
     CURLcode rc = curl_easy_perform(c);
+    h->crc = rc;
     if (rc != CURLE_OK) {
-        DLOG_WARN("worker: POST %s: %s", route, curl_easy_strerror(rc));
+        if (!h->errbuf[0]) snprintf(h->errbuf, sizeof h->errbuf, "%s", curl_easy_strerror(rc));
         return 0;
     }
     long st = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+    if (st > 0) {
+        pthread_mutex_lock(&w->mu);
+        w->reached = 1;
+        pthread_mutex_unlock(&w->mu);
+    }
     curl_off_t ra = 0;
     if (curl_easy_getinfo(c, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0)
         h->retry_after = ra > 3600 ? 3600.0 : (double)ra; /* seconds (an HTTP date: curl converts it) */
     return st;
+}
+
+/* What went wrong with the last request, in words: curl's (transport
+ * failure, st 0) or the HTTP status with the coordinator's error code and
+ * message. */
+static void describe(const whttp *h, long st, char *out, size_t cap) {
+    if (!st) {
+        const char *what = curl_easy_strerror(h->crc);
+        if (!h->errbuf[0] || strstr(h->errbuf, what))
+            snprintf(out, cap, "%s", h->errbuf[0] ? h->errbuf : what);
+        else
+            snprintf(out, cap, "%s (%s)", h->errbuf, what);
+        return;
+    }
+    char code[64] = "", msg[512] = "";
+    if (h->buf) donto_proto_parse_error_response(h->buf, h->len, code, sizeof code, msg, sizeof msg);
+    snprintf(out, cap, "HTTP %ld%s%s%s%s", st, code[0] ? " " : "", code, msg[0] ? ": " : "", msg);
+}
+
+/* Transport failures no retry will cure: the URL or the TLS setup is wrong. */
+static int permanent(CURLcode rc) {
+    switch (rc) {
+    case CURLE_UNSUPPORTED_PROTOCOL: case CURLE_URL_MALFORMAT: case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY: case CURLE_PEER_FAILED_VERIFICATION: case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM: case CURLE_SSL_CONNECT_ERROR: case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_CIPHER: case CURLE_SSL_ISSUER_ERROR: case CURLE_SSL_CRL_BADFILE: case CURLE_LOGIN_DENIED:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Stop the worker with msg (exit 1). */
+static void fatal(wstate *w, const char *msg) {
+    pthread_mutex_lock(&w->mu);
+    if (!w->fatal) {
+        w->fatal = 1;
+        snprintf(w->fatal_msg, sizeof w->fatal_msg, "%.1000s", msg);
+        DLOG_ERROR("worker: %s; stopping", w->fatal_msg);
+    }
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* A transport failure before the coordinator ever answered: a setup error
+ * (wrong host, untrusted certificate) stops the worker at once, anything
+ * else (refused, timed out) once start_retry_s have passed. 1: stopped. */
+static int setup_failure(wstate *w, const whttp *h, const char *route) {
+    pthread_mutex_lock(&w->mu);
+    int reached = w->reached;
+    pthread_mutex_unlock(&w->mu);
+    if (reached) return 0;
+    char why[CURL_ERROR_SIZE + 128], msg[sizeof why + 2200];
+    describe(h, 0, why, sizeof why);
+    double waited = donto_now() - w->started, limit = w->c->start_retry_s;
+    if (permanent(h->crc)) {
+        snprintf(msg, sizeof msg, "cannot reach the coordinator at %s%s: %s%s", w->c->url, route, why,
+                 h->crc == CURLE_PEER_FAILED_VERIFICATION || h->crc == CURLE_SSL_CACERT_BADFILE
+                     ? " (a private CA: --cacert FILE)"
+                     : "");
+    } else if (limit > 0 && waited >= limit) {
+        snprintf(msg, sizeof msg, "no coordinator answered at %s%s for %.0f s: %s (--start-retry)", w->c->url, route,
+                 waited, why);
+    } else {
+        return 0;
+    }
+    fatal(w, msg);
+    return 1;
 }
 
 /* 401 or 403: the coordinator refuses this token for good (revoked,
@@ -364,17 +445,21 @@ static void *lease_thread(void *arg) {
         if (st == 200) {
             b = parse_lease(&h, msg, sizeof msg);
         } else if (!e.msg[0]) {
-            snprintf(msg, sizeof msg, "lease: %s %ld", st ? "HTTP" : "no answer", st);
+            char why[CURL_ERROR_SIZE + 640];
+            describe(&h, st, why, sizeof why);
+            snprintf(msg, sizeof msg, "lease: %.500s", why);
         }
         if (!b) {
             count_error(w);
-            DLOG_WARN("worker: %s", msg);
             if (st == 401 || st == 403) {
                 refused(w, &h, st, "/lease");
                 break;
             }
+            if (!st && !e.msg[0] && setup_failure(w, &h, "/lease")) break;
+            double wait = backoff_s(w, attempt++);
+            DLOG_WARN("worker: %s; retrying in %.1f s", msg, wait);
             if (st) report(w, &h, "lease_error", msg);
-            nap(w, backoff_s(w, attempt++), 1);
+            nap(w, wait, 1);
             continue;
         }
         attempt = 0;
@@ -549,8 +634,9 @@ static int submit_batch(wstate *w, whttp *h, const wbatch *b) {
             DLOG_INFO("worker: submit of %zu items: rate limited (429); retrying in %.0f s", b->n, s);
         } else {
             count_error(w);
-            char msg[256];
-            snprintf(msg, sizeof msg, "submit of %zu items: %s %ld", b->n, st ? "HTTP" : "no answer", st);
+            char why[CURL_ERROR_SIZE + 640], msg[sizeof why + 64];
+            describe(h, st, why, sizeof why);
+            snprintf(msg, sizeof msg, "submit of %zu items: %s", b->n, why);
             DLOG_WARN("worker: %s", msg);
             if (st >= 400 && st < 500 && st != 408) {
                 report(w, h, "submit_refused", msg);
@@ -762,13 +848,11 @@ static void *heartbeat_thread(void *arg) {
             if (again > 30) again = 30;
             if (again < 0.25) again = 0.25;
             not_before = now + again;
-            char why[DONTO_ERR_MAX + 32];
-            if (!st)
-                snprintf(why, sizeof why, "no answer");
-            else if (st == 200)
+            char why[DONTO_ERR_MAX + CURL_ERROR_SIZE + 640];
+            if (st == 200)
                 snprintf(why, sizeof why, "%s", e.msg);
             else
-                snprintf(why, sizeof why, "HTTP %ld", st);
+                describe(&h, st, why, sizeof why);
             DLOG_WARN("worker: heartbeat: extend of %zu items failed (%s); trying again in %.1f s", nitems, why, again);
         }
     }
@@ -786,6 +870,7 @@ int donto_worker_run(const donto_worker_config *c, donto_encoder *enc, donto_err
     w->enc = enc;
     w->dims = donto_encoder_dim(enc);
     w->minute_start = donto_now();
+    w->started = w->minute_start;
     w->lease_n = c->n > 0 ? c->n : 256;
     w->rnd = (unsigned)(donto_now() * 1e6) ^ (unsigned)getpid();
     pthread_mutex_init(&w->mu, NULL);
