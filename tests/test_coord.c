@@ -1347,8 +1347,17 @@ static int token_suspended(donto_store *s, const char *name) {
     return sus;
 }
 
-/* Submit every item of a lease answer: honest vectors from enc, or random. */
-static long submit_batch(const char *tok, const char *w, json_t *batch, donto_encoder *enc, json_t **out) {
+/* An item id's own seed: the "honest" vector of an item (replication tests). */
+static unsigned item_seed(const char *id) {
+    unsigned h = 2166136261u;
+    for (; *id; id++) h = (h ^ (unsigned char)*id) * 16777619u;
+    return h;
+}
+
+/* Submit every item of a lease answer: vectors from enc; else, honest ones
+ * seeded by the item id (honest) or random ones seeded rand_base + index. */
+static long submit_vectors(const char *tok, const char *w, json_t *batch, donto_encoder *enc, int honest,
+                           unsigned rand_base, json_t **out) {
     json_t *items = json_array();
     size_t i;
     json_t *it;
@@ -1360,7 +1369,7 @@ static long submit_batch(const char *tok, const char *w, json_t *batch, donto_en
             donto_err e = {0};
             if (donto_encoder_encode(enc, &text, &len, 1, v, NULL, &e)) CHECK(0, "encode: %s", e.msg);
         } else {
-            unit(v, 384, (unsigned)(1000 + i));
+            unit(v, 384, honest ? item_seed(jstr(it, "item_id")) : rand_base + (unsigned)i);
         }
         char *b64 = donto_proto_f32_b64(v, 384);
         json_array_append_new(items, json_pack("{s:O, s:O, s:O, s:s, s:s}", "target", json_object_get(it, "target"),
@@ -1373,6 +1382,11 @@ static long submit_batch(const char *tok, const char *w, json_t *batch, donto_en
     long st = http("POST", "/submit", tok, body, out);
     free(body);
     return st;
+}
+
+/* Honest vectors from enc, or random ones. */
+static long submit_batch(const char *tok, const char *w, json_t *batch, donto_encoder *enc, json_t **out) {
+    return submit_vectors(tok, w, batch, enc, 0, 1000, out);
 }
 
 static void test_verification(void) {
@@ -1513,30 +1527,8 @@ out:
  * batch) like ordinary items; two agreeing tokens mark the stored vector
  * verified; a token whose vote disagrees with the quorum is suspended and
  * its unverified vectors withdrawn; replicas never reach the store. */
-static unsigned item_seed(const char *id) {
-    unsigned h = 2166136261u;
-    for (; *id; id++) h = (h ^ (unsigned char)*id) * 16777619u;
-    return h;
-}
-
 static long submit_vecs(const char *tok, const char *w, json_t *batch, int honest, json_t **out) {
-    json_t *items = json_array();
-    size_t i;
-    json_t *it;
-    json_array_foreach(batch, i, it) {
-        float v[384];
-        unit(v, 384, honest ? item_seed(jstr(it, "item_id")) : 50000u + (unsigned)i);
-        char *b64 = donto_proto_f32_b64(v, 384);
-        json_array_append_new(items, json_pack("{s:O, s:O, s:O, s:s, s:s}", "target", json_object_get(it, "target"),
-                                               "item_id", json_object_get(it, "item_id"), "lease_id",
-                                               json_object_get(it, "lease_id"), "model", VERIFY_MODEL,
-                                               "vector_b64", b64));
-        free(b64);
-    }
-    char *body = dumps(json_pack("{s:s, s:o}", "worker_id", w, "items", items));
-    long st = http("POST", "/submit", tok, body, out);
-    free(body);
-    return st;
+    return submit_vectors(tok, w, batch, NULL, honest, 50000, out);
 }
 
 /* GET path's body as text (heap; NULL unless 200). */

@@ -13,15 +13,10 @@
 
 #include "check.h"
 #include "replica.h"
+#include "unitvec.h"
 
 #define D 8
 #define MINCOS 0.99f
-
-static void unitv(float *v, int seed) {
-    double n = 0;
-    for (int i = 0; i < D; i++) v[i] = (float)sin(seed * 7.0 + i * 1.3), n += (double)v[i] * v[i];
-    for (int i = 0; i < D; i++) v[i] = (float)(v[i] / sqrt(n));
-}
 
 static void clear_item(donto_leased_item *it) {
     free(it->item_id), free(it->model), free(it->text);
@@ -55,7 +50,7 @@ static void on_stale(void *ctx, const char *token, const char *worker, donto_tar
 
 int main(void) {
     float good[D], bad[D], bad2[D];
-    unitv(good, 1), unitv(bad, 2), unitv(bad2, 3);
+    unit(good, D, 1), unit(bad, D, 2), unit(bad2, D, 3);
     replica_result res;
 
     /* 1. Two agree: both pass; the origin's verdict names its stored lease. */

@@ -1,8 +1,8 @@
 /* donto-accel coordinator: canary items; see canary.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "canary.h"
+#include "verify.h" /* verify_cosine */
 
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,12 +161,6 @@ int canary_issue(canary_set *c, const char *token, int target, int64_t lease_id,
     return ok;
 }
 
-static float cosine(const float *a, const float *b, int n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < n; i++) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
-    return aa > 0 && bb > 0 ? (float)(ab / sqrt(aa * bb)) : -3.0f;
-}
-
 /* The outstanding canary of token matching the item, or -1 (under the lock). */
 static long find(canary_set *c, const char *token, donto_target target, const char *item_id, int64_t lease_id) {
     for (size_t i = 0; i < c->nout; i++) {
@@ -186,7 +180,7 @@ int canary_take(canary_set *c, const char *token, donto_target target, const cha
     long i = find(c, token, target, item_id, lease_id);
     if (i >= 0) {
         out *o = &c->outs[i];
-        *cos_out = dims == o->r.dims && vec ? cosine(vec, o->r.vec, dims) : -2.0f;
+        *cos_out = dims == o->r.dims && vec ? verify_cosine(vec, o->r.vec, dims) : VERIFY_COS_BAD_DIMS;
         ref_clear(&o->r);
         c->outs[i] = c->outs[--c->nout];
     }

@@ -1,8 +1,8 @@
 /* donto-accel coordinator: replication; see replica.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "replica.h"
+#include "verify.h" /* verify_cosine */
 
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,14 +84,11 @@ static int vote_set(vote *v, const char *token, const char *worker, int64_t leas
     return 0;
 }
 
-/* Cosine of two votes; -2 when either has no vector or the dims differ. */
+/* Cosine of two votes (verify_cosine); VERIFY_COS_BAD_DIMS when either has
+ * no vector or the dims differ. */
 static float vote_cos(const vote *a, const vote *b) {
-    if (!a->vec || !b->vec || a->dims != b->dims) return -2.0f;
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < a->dims; i++)
-        ab += (double)a->vec[i] * b->vec[i], aa += (double)a->vec[i] * a->vec[i], bb += (double)b->vec[i] * b->vec[i];
-    if (!(aa > 0) || !(bb > 0) || !isfinite(ab)) return -3.0f;
-    return (float)(ab / sqrt(aa * bb));
+    if (!a->vec || !b->vec || a->dims != b->dims) return VERIFY_COS_BAD_DIMS;
+    return verify_cosine(a->vec, b->vec, a->dims);
 }
 
 /* Replicas out past their expiry wait again (under the lock). */
