@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "donto/cli.h"
+#include "donto/encoder.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -29,6 +30,8 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* OpenBLAS's kernels for this CPU (may re-exec; docs/engine.md "OpenBLAS") */
+    donto_blas_steer(argv);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -12,6 +12,7 @@
 #include "donto/encoder.h"
 #include "donto/model.h"
 #include "bert_cpu.h"
+#include "bf16.h"
 #include "cpu_isa.h"
 #include "tinybert.h"
 
@@ -259,7 +260,8 @@ static void test_isa(void) {
     tiny_default(&sp);
     sp.hidden = 64, sp.heads = 2, sp.inter = 128; /* D = 32: the attention loops' unrolled head size */
     const char *d = mkmodel("enc_isa", &sp);
-    for (int prec = DONTO_PREC_FP32; prec <= DONTO_PREC_INT16; prec++) {
+    float *fp32_ref = NULL; /* portable fp32, against which bf16 is gated */
+    for (int prec = DONTO_PREC_FP32; prec <= DONTO_PREC_BF16; prec++) {
         float *ref = NULL, *simd = NULL;
         const int H = sp.hidden;
         for (int s = DONTO_ISA_PORTABLE; s < DONTO_ISA_N; s++) {
@@ -287,13 +289,19 @@ static void test_isa(void) {
             donto_encoder_kernels_get(enc, &k);
             CHECK(!strcmp(k.isa, donto_isa_name((donto_isa)s)), "kernels isa %s for %s", k.isa,
                   donto_isa_name((donto_isa)s));
-            CHECK(strstr(k.gemm, prec == DONTO_PREC_INT16 ? "int16" : "openblas") != NULL, "gemm %s", k.gemm);
+            CHECK(strstr(k.gemm, prec == DONTO_PREC_INT16 ? "int16" : prec == DONTO_PREC_BF16 ? "bf16" : "openblas") != NULL,
+                  "gemm %s", k.gemm);
             CHECK(k.blas_core[0] != 0 && strstr(k.summary, k.isa) != NULL, "summary %s", k.summary);
             float *v = calloc((size_t)n * H, 4);
             CHECK(donto_encoder_encode(enc, texts, NULL, (size_t)n, v, NULL, &err) == 0, "encode: %s", err.msg);
             donto_encoder_close(enc);
             if (s == DONTO_ISA_PORTABLE) {
                 ref = v;
+                if (prec == DONTO_PREC_FP32) fp32_ref = memcpy(malloc((size_t)n * H * 4), v, (size_t)n * H * 4);
+                if (prec == DONTO_PREC_BF16)
+                    for (int i = 0; i < n; i++) /* bf16's accuracy gate against fp32 */
+                        CHECK(cosine(v + i * H, fp32_ref + i * H, H) >= 0.999, "bf16 text %d vs fp32: cos %.6f", i,
+                              cosine(v + i * H, fp32_ref + i * H, H));
                 continue;
             }
             for (int i = 0; i < n; i++)
@@ -311,6 +319,7 @@ static void test_isa(void) {
         free(ref);
         free(simd);
     }
+    free(fp32_ref);
     /* names round trip; auto is the best the CPU runs */
     for (int s = 0; s < DONTO_ISA_N; s++) CHECK_EQ_INT(donto_isa_parse(donto_isa_name((donto_isa)s)), s);
     CHECK_EQ_INT(donto_isa_parse("avx1024"), -1);
@@ -325,6 +334,25 @@ static void test_isa(void) {
     CHECK_EQ_INT(cpu_blas_core_level(NULL), -1);
     CHECK(cpu_level() >= 0 && cpu_level() <= 3, "cpu level %d", cpu_level());
     CHECK(cpu_level() < 2 || donto_isa_supported(DONTO_ISA_AVX2), "level 2 without avx2");
+    /* OpenBLAS steering's decision (blas_steer.c): auto steers only from a
+     * core older than the CPU, never over the user's OPENBLAS_CORETYPE; a
+     * named core is steered to from any other; a bad name is ignored. */
+    char why[160];
+    const char *to = blas_steer_decide("auto", "Prescott", 3, "SkylakeX", NULL, why, sizeof why);
+    CHECK(to && !strcmp(to, "SkylakeX"), "Prescott on an AVX-512 CPU: %s", to ? to : why);
+    to = blas_steer_decide("auto", "Prescott", 2, "Haswell", NULL, why, sizeof why);
+    CHECK(to && !strcmp(to, "Haswell"), "Prescott on an AVX2 CPU: %s", to ? to : why);
+    CHECK(!blas_steer_decide("auto", "Zen", 2, "Haswell", NULL, why, sizeof why), "Zen on AVX2: no steering");
+    CHECK(!blas_steer_decide("auto", "SkylakeX", 3, "SkylakeX", NULL, why, sizeof why), "SkylakeX on AVX-512");
+    CHECK(!blas_steer_decide("auto", "SomeFutureCore", 3, "SkylakeX", NULL, why, sizeof why), "unknown core");
+    CHECK(!blas_steer_decide("auto", "Prescott", 3, "SkylakeX", "Prescott", why, sizeof why), "user's choice");
+    CHECK_STR_CONTAINS(why, "OPENBLAS_CORETYPE=Prescott is the user's");
+    to = blas_steer_decide("Haswell", "Prescott", 2, "Haswell", "Prescott", why, sizeof why);
+    CHECK(to && !strcmp(to, "Haswell"), "a named core over the user's: %s", to ? to : why);
+    CHECK(!blas_steer_decide("haswell", "Haswell", 2, "Haswell", NULL, why, sizeof why), "already there");
+    CHECK_STR_CONTAINS(why, "already runs Haswell");
+    CHECK(!blas_steer_decide("Pentium9", "Zen", 2, "Haswell", NULL, why, sizeof why), "bad name");
+    CHECK_STR_CONTAINS(why, "is not an OpenBLAS core name");
     char cpu[512];
     donto_cpu_describe(cpu, sizeof cpu);
     CHECK_STR_CONTAINS(cpu, "kernel sets: portable");
@@ -332,6 +360,22 @@ static void test_isa(void) {
 }
 
 static void test_math(void) {
+    /* bf16 rounding (bf16.c): nearest, ties to even; NaN stays NaN */
+    {
+        const uint32_t in[] = {0x3F800000u, 0x3F808000u, 0x3F818000u, 0x3F808001u, 0xBF80C000u,
+                               0x7F7FFFFFu, 0x7F800000u, 0x7FC00001u, 0x00000001u};
+        const uint32_t want[] = {0x3F800000u, 0x3F800000u, 0x3F820000u, 0x3F810000u, 0xBF810000u,
+                                 0x7F800000u, 0x7F800000u, 0x7FC00000u, 0x00000000u};
+        for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+            float x, y;
+            uint32_t u;
+            memcpy(&x, &in[i], 4);
+            bf16_round_f32(&y, &x, 1);
+            memcpy(&u, &y, 4);
+            if (i == 7) CHECK(isnan(y), "NaN stays NaN: %08x", u);
+            else CHECK(u == want[i], "bf16 round %08x -> %08x, want %08x", in[i], u, want[i]);
+        }
+    }
     /* GELU against double erf over [-10, 10]. */
     enum { N = 4003 };
     static float x[N];

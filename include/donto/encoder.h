@@ -31,7 +31,8 @@ extern "C" {
 typedef enum {
     DONTO_PREC_FP32 = 0, /* reference path: fp32 through BLAS */
     DONTO_PREC_INT16 = 1, /* fast path: 12-bit weights x 13-bit per-row activations in int16 lanes (AVX2 vpmaddwd) */
-    DONTO_PREC_BF16 = 2,  /* CUDA only: bf16 tensor-core GEMMs with fp32 accumulation */
+    DONTO_PREC_BF16 = 2,  /* bf16 weights and activations, fp32 accumulation: CUDA tensor cores; on the
+                             CPU OpenBLAS sbgemm (fast only with AVX-512 BF16; src/model/bf16.h) */
 } donto_precision;
 
 /* Where the forward pass runs. DONTO_DEVICE_CUDA needs a build with
@@ -142,13 +143,29 @@ int donto_isa_check(donto_isa s, donto_err *err);
 /* What the CPU has, one line for logs: "avx avx2 fma (sets: portable avx2)". */
 void donto_cpu_describe(char *buf, size_t n);
 
+/* Steer OpenBLAS to this CPU's kernels (src/model/blas_steer.c;
+ * docs/engine.md "OpenBLAS"). Call first thing in main, before any thread:
+ * when OpenBLAS picked kernels for an older CPU than this one and
+ * OPENBLAS_CORETYPE is unset, it re-executes the program (/proc/self/exe,
+ * same argv) with OPENBLAS_CORETYPE set for this CPU; the re-executed
+ * process checks the new kernels (an sgemm in a forked child against a plain
+ * reference) and undoes the steering, with one more exec, if they fail.
+ * DONTO_BLAS_STEER=off disables it; DONTO_BLAS_STEER=<core> steers to that
+ * OpenBLAS core even over the user's OPENBLAS_CORETYPE. Returns when no exec
+ * is needed (or exec failed). */
+void donto_blas_steer(char **argv);
+/* What donto_blas_steer did: "none", "Prescott->SkylakeX", "undone: OpenBLAS
+ * core SkylakeX failed its check (...); running Zen", "off (...)". */
+const char *donto_blas_steer_state(void);
+
 /* Which kernels an open encoder runs, for logs and --stats. */
 typedef struct donto_encoder_kernels {
     char isa[16];        /* the kernel set in use: "avx2" ("" on CUDA) */
     char gemm[64];       /* the dense layers: "openblas", "int16 vpmaddwd ymm", "cuda" */
     char blas_core[48];  /* OpenBLAS's kernels (openblas_get_corename(): "Zen", "Prescott") */
     int blas_weaker;     /* 1: OpenBLAS's kernels are for an older CPU than this one */
-    char summary[256];   /* one line: "isa avx2, fp32 GEMM openblas (core Zen)" */
+    char blas_steer[256]; /* donto_blas_steer_state() */
+    char summary[512];   /* one line: "isa avx2, fp32 GEMM openblas (core Zen)" */
 } donto_encoder_kernels;
 void donto_encoder_kernels_get(const donto_encoder *enc, donto_encoder_kernels *out);
 

@@ -357,7 +357,7 @@ int donto_embed_cmd(int argc, char **argv) {
         {DONTO_OPT_INT, "threads", 0, &eo.threads, .min = 1, .max = 1024, .metavar = "N",
          .help = "worker threads (default: all CPUs)"},
         {DONTO_OPT_CHOICE, "precision", 0, &prec, .choices = donto_precision_names, .metavar = "P",
-         .help = "fp32 (default, reference) | int16 (CPU fast path) | bf16 (GPU)"},
+         .help = "fp32 (default, reference) | int16 (CPU fast path) | bf16 (GPU; CPU with AVX-512 BF16)"},
         {DONTO_OPT_CHOICE, "device", 0, &dev, .choices = donto_device_names, .metavar = "D",
          .help = "cpu (default) | cuda (needs a -DDONTO_CUDA=ON build; default\n"
                  "precision there bf16, fp32 for parity checks)"},
@@ -552,14 +552,14 @@ int donto_embed_cmd(int argc, char **argv) {
                 "\"wall_seconds\":%.3f,\"device\":\"%s\","
                 "\"max_len\":%d,\"max_len_from\":\"%s\",\"max_position_embeddings\":%d,\"lowercase\":%s,"
                 "\"truncated\":%zu,\"input_format\":\"%s\",\"skipped\":%zu,\"isa\":\"%s\",\"gemm\":\"%s\","
-                "\"blas_core\":\"%s\",\"blas_weaker\":%s}\n",
+                "\"blas_core\":\"%s\",\"blas_weaker\":%s,\"blas_steer\":\"%s\"}\n",
                 items, tokens, enc_s, enc_s > 0 ? items / enc_s : 0.0, enc_s > 0 ? tokens / enc_s : 0.0,
                 donto_peak_rss() / 1048576.0, donto_precision_name(eo.precision),
                 eo.threads > 0 ? eo.threads : donto_ncpu(), donto_now() - t_start, donto_device_name(eo.device),
                 donto_encoder_max_len(enc), max_len_from, donto_encoder_config(enc)->max_position,
                 donto_encoder_lowercase(enc) ? "true" : "false", truncated,
                 inp.fmt == IN_JSONL ? "jsonl" : inp.fmt == IN_TEXT ? "text" : "empty", inp.nbad, kern.isa, kern.gemm,
-                kern.blas_core, kern.blas_weaker ? "true" : "false");
+                kern.blas_core, kern.blas_weaker ? "true" : "false", kern.blas_steer);
     }
     chunk_clear(&c);
     free(c.text), free(c.len), free(c.id);

@@ -51,4 +51,11 @@ int cpu_level(void);
 /* An OPENBLAS_CORETYPE value for a level ("SkylakeX", "Haswell", ...). */
 const char *cpu_level_coretype(int level);
 
+/* blas_steer.c's decision: the OpenBLAS core to steer to (NULL: none, why
+ * says so) given DONTO_BLAS_STEER (mode: "auto" or a core name), the core
+ * OpenBLAS runs, this CPU's level (cpu_level), the core for that level and
+ * the user's OPENBLAS_CORETYPE (NULL when unset). */
+const char *blas_steer_decide(const char *mode, const char *core, int cpu_lvl, const char *target,
+                              const char *user_coretype, char *why, size_t n);
+
 #endif

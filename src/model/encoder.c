@@ -33,6 +33,7 @@
 #include "cpu_isa.h"
 #include "encoder_int.h"
 #include "quant.h"
+#include "bf16.h"
 #ifdef DONTO_HAVE_CUDA
 #include "bert_cuda.h"
 #endif
@@ -61,6 +62,7 @@ struct donto_encoder {
     int pooling;
     bert_linear_ops ops;
     bert_quant *quant; /* integer path, or NULL */
+    bert_bf16 *bf16;   /* bf16 CPU path, or NULL */
     donto_isa isa;     /* the CPU kernel set in use (resolved: never AUTO) */
     /* Attached engines (one CUDA engine per GPU, or a test's fakes); 0: each
      * call runs on a CPU engine of its own. */
@@ -168,8 +170,10 @@ static void blas_probe(void) {
     if (g_blas_weaker) {
         static const char *const level_names[] = {"SSE", "AVX", "AVX2", "AVX-512"};
         DLOG_WARN("OpenBLAS runs its %s kernels (%s) on a CPU with %s: its GEMMs (every one at fp32, "
-                  "attention's at int16) will be slow; set OPENBLAS_CORETYPE=%s",
-                  g_blas_core, level_names[lb], level_names[lc], cpu_level_coretype(lc));
+                  "attention's at int16) will be slow; set OPENBLAS_CORETYPE=%s (steering: %s)",
+                  g_blas_core, level_names[lb], level_names[lc], cpu_level_coretype(lc), donto_blas_steer_state());
+    } else if (strcmp(donto_blas_steer_state(), "none") != 0) {
+        DLOG_INFO("OpenBLAS steering: %s", donto_blas_steer_state());
     }
 }
 
@@ -178,6 +182,7 @@ void donto_encoder_kernels_get(const donto_encoder *e, donto_encoder_kernels *ou
     pthread_once(&g_blas_once, blas_probe);
     snprintf(out->blas_core, sizeof out->blas_core, "%s", g_blas_core);
     out->blas_weaker = g_blas_weaker;
+    snprintf(out->blas_steer, sizeof out->blas_steer, "%s", donto_blas_steer_state());
     if (e->o.device == DONTO_DEVICE_CUDA) {
         snprintf(out->gemm, sizeof out->gemm, "cuda %s", donto_precision_name(e->o.precision));
         snprintf(out->summary, sizeof out->summary, "GEMM on cuda (%s)", donto_precision_name(e->o.precision));
@@ -186,12 +191,19 @@ void donto_encoder_kernels_get(const donto_encoder *e, donto_encoder_kernels *ou
     snprintf(out->isa, sizeof out->isa, "%s", donto_isa_name(e->isa));
     if (e->quant) {
         snprintf(out->gemm, sizeof out->gemm, "%s", bert_quant_kernel_name(e->quant));
-        snprintf(out->summary, sizeof out->summary, "isa %s, GEMM %s, attention openblas (core %s%s)", out->isa,
-                 out->gemm, out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "");
+        snprintf(out->summary, sizeof out->summary, "isa %s, GEMM %s, attention openblas (core %s%s%s%s)",
+                 out->isa, out->gemm, out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "",
+                 strcmp(out->blas_steer, "none") ? ", steering " : "", strcmp(out->blas_steer, "none") ? out->blas_steer : "");
+    } else if (e->bf16) {
+        snprintf(out->gemm, sizeof out->gemm, "bf16 values, openblas sgemm");
+        snprintf(out->summary, sizeof out->summary, "isa %s, GEMM bf16 values on openblas sgemm (core %s%s%s%s)", out->isa,
+                 out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "",
+                 strcmp(out->blas_steer, "none") ? ", steering " : "", strcmp(out->blas_steer, "none") ? out->blas_steer : "");
     } else {
         snprintf(out->gemm, sizeof out->gemm, "openblas");
-        snprintf(out->summary, sizeof out->summary, "isa %s, fp32 GEMM openblas (core %s%s)", out->isa,
-                 out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "");
+        snprintf(out->summary, sizeof out->summary, "isa %s, fp32 GEMM openblas (core %s%s%s%s)", out->isa,
+                 out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "",
+                 strcmp(out->blas_steer, "none") ? ", steering " : "", strcmp(out->blas_steer, "none") ? out->blas_steer : "");
     }
 }
 
@@ -199,8 +211,6 @@ void donto_encoder_kernels_get(const donto_encoder *e, donto_encoder_kernels *ou
  * engines (the CPU engine is made per call). */
 static int open_device(donto_encoder *e, donto_err *err) {
     if (e->o.device == DONTO_DEVICE_CPU) {
-        if (e->o.precision == DONTO_PREC_BF16)
-            return donto_seterr(err, "precision bf16 runs on the GPU only (--device cuda); the CPU has fp32 and int16");
         return 0;
     }
     if (e->o.device != DONTO_DEVICE_CUDA) return donto_seterr(err, "unknown device %d", (int)e->o.device);
@@ -413,6 +423,12 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
         if (e->isa == DONTO_ISA_PORTABLE && e->o.device == DONTO_DEVICE_CPU)
             DLOG_WARN("precision int16 on the portable kernel set (plain C) is much slower than fp32 "
                       "(OpenBLAS): use --precision fp32 on this CPU");
+    } else if (e->o.precision == DONTO_PREC_BF16 && e->o.device == DONTO_DEVICE_CPU) {
+        if (bert_bf16_init(&e->bf16, e->w, err)) goto fail;
+        bert_bf16_ops(&e->ops, e->bf16);
+        e->ops.isa = e->isa;
+        DLOG_INFO("precision bf16 on the CPU: bf16 arithmetic on fp32 units (exact products, fp32 sums): "
+                  "bf16's accuracy at fp32's speed; no native bf16 kernel yet (docs/engine.md)");
     } else {
         bert_fp32_ops(&e->ops, e->w);
         e->ops.isa = e->isa;
@@ -438,6 +454,7 @@ void donto_encoder_close(donto_encoder *e) {
     }
     pthread_mutex_destroy(&e->gmu);
     bert_quant_free(e->quant);
+    bert_bf16_free(e->bf16);
     donto_tokenizer_close(e->tok);
     donto_bert_free(e->w);
     free(e);
