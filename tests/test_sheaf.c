@@ -328,6 +328,33 @@ static void test_checkpoint_and_determinism(void) {
                 donto_graph_free(&g3);
                 donto_sheaf_model_free(m2);
             }
+            /* a version-1 checkpoint (no "task", written before edge tasks) still loads */
+            {
+                FILE *f = fopen(path, "r");
+                char *buf = malloc(1 << 20);
+                size_t len = f ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+                if (f) fclose(f);
+                buf[len] = 0;
+                char *v = strstr(buf, "\"version\":2"), *tk = strstr(buf, "\"task\":{");
+                CHECK(v && tk, "checkpoint has version 2 and a task object");
+                if (v && tk) {
+                    v[10] = '1';
+                    char *end = strchr(tk, '}');
+                    memmove(tk, end + 2, strlen(end + 2) + 1); /* drop "task":{...}, */
+                    f = fopen(path, "w");
+                    fputs(buf, f);
+                    fclose(f);
+                    donto_sheaf_model *m1 = donto_sheaf_load(path, &g, NULL, &err);
+                    CHECK(m1 != NULL, "version 1 checkpoint: %s", err.msg);
+                    if (m1) {
+                        size_t np1;
+                        float *p1 = donto_sheaf_params(m1, &np1);
+                        CHECK(np1 == np && memcmp(p1, p, sizeof(float) * np) == 0, "version 1 weights differ");
+                        donto_sheaf_model_free(m1);
+                    }
+                }
+                free(buf);
+            }
             /* a graph with a different feature count is refused */
             donto_graph g2;
             donto_graph_random(&g2, 10, 5, 3, 20, 1, &err);
