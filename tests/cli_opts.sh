@@ -69,7 +69,7 @@ usage_error "--epochs: '1.5' is not a whole number" "$SHEAF" train --data texas 
 usage_error "--d: 0 is out of range" "$SHEAF" train --data texas --d 0
 usage_error "--lr: 'nan' is not a finite number" "$SHEAF" train --data texas --lr nan
 usage_error "--dropout: 2 is out of range (must be >= 0 and < 1)" "$SHEAF" train --data texas --dropout 2
-usage_error "--family: unknown family 'mlp'" "$SHEAF" train --data texas --family mlp
+usage_error "--family: unknown family 'transformer'" "$SHEAF" train --data texas --family transformer  # mlp is a family (the baseline without the graph)
 usage_error "--split: 'one' is not a whole number (or all)" "$SHEAF" train --data texas --split one
 usage_error "--data is required" "$SHEAF" train
 usage_error "--threads: 'abc' is not a whole number" "$SHEAF" eval --checkpoint c.json --data texas --threads abc

@@ -15,8 +15,13 @@
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 
+/* split 0's training mask: over nodes, or over an edge task's pairs */
+static const uint8_t *train_mask(const donto_graph *g) {
+    return g->task_kind == DONTO_TASK_EDGE ? g->ptrain : g->train;
+}
+
 static double loss_at(donto_sheaf_model *m, const donto_graph *g, int training) {
-    return donto_sheaf_forward(m, g, training, 7, g->train, NULL);
+    return donto_sheaf_forward(m, g, training, 7, train_mask(g), NULL);
 }
 
 /* For each tensor: directional derivative along a random direction, central differences
@@ -35,7 +40,7 @@ static void fd_check(const char *label, donto_sheaf_hp *hp, const donto_graph *g
         p[i] += (float)(((s >> 40) / 16777216.0 - 0.5) * 0.3);
     }
     loss_at(m, g, training);
-    donto_sheaf_backward(m, g, g->train);
+    donto_sheaf_backward(m, g, train_mask(g));
     int nt;
     const donto_sheaf_tensor *t = donto_sheaf_tensors(m, &nt);
     float *gr = malloc(sizeof(float) * np);
@@ -52,7 +57,9 @@ static void fd_check(const char *label, donto_sheaf_hp *hp, const donto_graph *g
         float *w = p + t[i].off;
         float *save = malloc(sizeof(float) * t[i].size);
         memcpy(save, w, sizeof(float) * t[i].size);
-        double h = 3e-3 / sqrt((double)t[i].size); /* small enough not to cross ReLU kinks */
+        /* small enough not to cross ReLU kinks; the edge decoder has P x hidden ReLUs (and 3e-3
+         * crossed one of them in "edge diag directed dropout": dec.0.bias 0.0262 vs 0.0228) */
+        double h = (g->task_kind == DONTO_TASK_EDGE ? 1e-3 : 3e-3) / sqrt((double)t[i].size);
         for (size_t j = 0; j < t[i].size; j++) w[j] = (float)(save[j] + h * dir[j]);
         double lp = loss_at(m, g, training);
         for (size_t j = 0; j < t[i].size; j++) w[j] = (float)(save[j] - h * dir[j]);
@@ -91,6 +98,8 @@ static void test_fd(void) {
         {"general d=3 lp hp", DONTO_SHEAF_GENERAL, 0, 3, 1, 1, 0, 0, 1, 1, 0},
         {"gcn 2 layers", DONTO_SHEAF_GCN, 0, 1, 0, 0, 0, 0, 1, 1, 0},
         {"gcn 3 layers dropout", DONTO_SHEAF_GCN, 0, 1, 0, 0, 0, 0, 1, 1, 0.3f},
+        {"mlp 2 layers", DONTO_SHEAF_MLP, 0, 1, 0, 0, 0, 0, 1, 1, 0},
+        {"mlp 3 layers dropout", DONTO_SHEAF_MLP, 0, 1, 0, 0, 0, 0, 1, 1, 0.3f},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         donto_sheaf_hp hp;
@@ -121,6 +130,100 @@ static void test_fd(void) {
     free(xs), free(src), free(dst);
     donto_graph_free(&gs);
     donto_graph_free(&g);
+}
+
+/* Edge tasks: the decoder (undirected [h_u*h_v, |h_u-h_v|], directed + [h_u, h_v]) and the
+ * class-weighted NLL, with every encoder, checked by finite differences through the whole model. */
+static void test_fd_edge(void) {
+    donto_err err = {0};
+    struct {
+        const char *label;
+        int family, orth, d, directed, layers;
+        float drop;
+    } cases[] = {
+        {"edge diag undirected", DONTO_SHEAF_DIAG, 0, 2, 0, 2, 0},
+        {"edge diag directed dropout", DONTO_SHEAF_DIAG, 0, 2, 1, 2, 0.3f},
+        {"edge orth householder directed", DONTO_SHEAF_ORTH, DONTO_ORTH_HOUSEHOLDER, 3, 1, 2, 0},
+        {"edge orth cayley undirected", DONTO_SHEAF_ORTH, DONTO_ORTH_CAYLEY, 3, 0, 2, 0},
+        {"edge general directed", DONTO_SHEAF_GENERAL, 0, 2, 1, 2, 0},
+        {"edge gcn undirected", DONTO_SHEAF_GCN, 0, 1, 0, 2, 0},
+        {"edge gcn directed dropout", DONTO_SHEAF_GCN, 0, 1, 1, 3, 0.3f},
+        {"edge mlp directed", DONTO_SHEAF_MLP, 0, 1, 1, 2, 0},
+        {"edge mlp undirected 1 layer", DONTO_SHEAF_MLP, 0, 1, 0, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        donto_graph g;
+        CHECK(donto_graph_random(&g, 40, 7, 3, 90, 5, &err) == 0, "%s", err.msg);
+        CHECK(donto_graph_random_pairs(&g, 70, 3, cases[i].directed, 11 + i, &err) == 0, "%s", err.msg);
+        donto_sheaf_hp hp;
+        donto_sheaf_hp_default(&hp);
+        hp.family = cases[i].family, hp.orth = cases[i].orth, hp.d = cases[i].d, hp.layers = cases[i].layers;
+        hp.hidden = 4, hp.dropout = cases[i].drop, hp.input_dropout = cases[i].drop;
+        fd_check(cases[i].label, &hp, &g, cases[i].drop > 0);
+        donto_graph_free(&g);
+    }
+}
+
+/* Class weights w_c = n / (K n_c) over the train pairs; the edge loss is their weighted mean NLL. */
+static void test_edge_loss(void) {
+    donto_err err = {0};
+    donto_graph g;
+    CHECK(donto_graph_random(&g, 30, 5, 2, 60, 2, &err) == 0, "%s", err.msg);
+    CHECK(donto_graph_random_pairs(&g, 50, 3, 0, 4, &err) == 0, "%s", err.msg);
+    CHECK(g.task_kind == DONTO_TASK_EDGE && g.nclass == 3 && g.train == NULL, "random pairs: an edge task");
+    donto_sheaf_hp hp;
+    donto_sheaf_hp_default(&hp);
+    hp.hidden = 4;
+    donto_sheaf_model *m = donto_sheaf_model_new(&hp, &g, &err);
+    CHECK(m != NULL, "%s", err.msg);
+    if (!m) return;
+    long cnt[3] = {0}, tot = 0;
+    for (int p = 0; p < g.npairs; p++)
+        if (g.ptrain[p]) cnt[g.pc[p]]++, tot++;
+    const float *w = donto_sheaf_class_weights(m);
+    for (int c = 0; c < 3; c++)
+        CHECK(cnt[c] && fabs(w[c] - (double)tot / (3.0 * cnt[c])) < 1e-6, "class %d: weight %g, want %g", c, w[c],
+              (double)tot / (3.0 * cnt[c]));
+    CHECK(cnt[0] < cnt[2], "the random classes are imbalanced (%ld vs %ld)", cnt[0], cnt[2]);
+    const float *lp;
+    double loss = donto_sheaf_forward(m, &g, 0, 0, g.ptrain, &lp);
+    double num = 0, den = 0;
+    for (int p = 0; p < g.npairs; p++)
+        if (g.ptrain[p]) num -= (double)w[g.pc[p]] * lp[p * 3 + g.pc[p]], den += w[g.pc[p]];
+    CHECK(fabs(loss - num / den) < 1e-9, "weighted NLL %.9g, by hand %.9g", loss, num / den);
+    for (int p = 0; p < g.npairs; p++) {
+        double s = exp(lp[p * 3]) + exp(lp[p * 3 + 1]) + exp(lp[p * 3 + 2]);
+        if (fabs(s - 1) > 1e-5) CHECK(0, "pair %d: probabilities sum to %g", p, s);
+    }
+    /* the undirected decoder is symmetric: (u, v) and (v, u) score alike */
+    int u = g.pu[0], v = g.pv[0];
+    g.pu[0] = v, g.pv[0] = u;
+    float before[3] = {lp[0], lp[1], lp[2]};
+    donto_sheaf_forward(m, &g, 0, 0, NULL, &lp);
+    CHECK(before[0] == lp[0] && before[1] == lp[1] && before[2] == lp[2], "undirected decoder not symmetric");
+    donto_sheaf_model_free(m);
+    donto_graph_free(&g);
+}
+
+/* Metrics against hand-computed values (sklearn's definitions; the parity test compares with sklearn). */
+static void test_metrics(void) {
+    int y[5] = {0, 0, 1, 1, 2}, pred[5] = {0, 1, 1, 1, 0};
+    /* F1: class 0 2/4, class 1 4/5, class 2 0 -> 1.3 / 3 */
+    CHECK(fabs(donto_metric_macro_f1(y, pred, 5, 3) - 1.3 / 3) < 1e-12, "macro-F1 %g", donto_metric_macro_f1(y, pred, 5, 3));
+    int y2[4] = {0, 0, 1, 1}, p2[4] = {0, 0, 1, 1};
+    CHECK(fabs(donto_metric_macro_f1(y2, p2, 4, 5) - 1.0) < 1e-12, "absent classes do not count");
+    double s[4] = {0.1, 0.4, 0.35, 0.8};
+    CHECK(fabs(donto_metric_roc_auc(y2, s, 4) - 0.75) < 1e-12, "ROC-AUC %g, want 0.75", donto_metric_roc_auc(y2, s, 4));
+    CHECK(fabs(donto_metric_average_precision(y2, s, 4) - 5.0 / 6) < 1e-12, "AP %g, want 5/6",
+          donto_metric_average_precision(y2, s, 4));
+    int y3[4] = {0, 1, 0, 1};
+    double s3[4] = {0.5, 0.5, 0.2, 0.9}; /* a tie counts half: (1.5 + 2) / 4 */
+    CHECK(fabs(donto_metric_roc_auc(y3, s3, 4) - 0.875) < 1e-12, "ROC-AUC with ties %g", donto_metric_roc_auc(y3, s3, 4));
+    /* AP with a tie at the top: {0.9: +} R .5 P 1; {0.5: +, -} R 1 P 2/3 -> 0.5 + 1/3 */
+    CHECK(fabs(donto_metric_average_precision(y3, s3, 4) - (0.5 + 1.0 / 3)) < 1e-12, "AP with ties %g",
+          donto_metric_average_precision(y3, s3, 4));
+    int y4[3] = {1, 1, 1};
+    CHECK(isnan(donto_metric_roc_auc(y4, s, 3)), "ROC-AUC of one class is undefined");
 }
 
 static const char *data_dir(void) {
@@ -225,6 +328,33 @@ static void test_checkpoint_and_determinism(void) {
                 donto_graph_free(&g3);
                 donto_sheaf_model_free(m2);
             }
+            /* a version-1 checkpoint (no "task", written before edge tasks) still loads */
+            {
+                FILE *f = fopen(path, "r");
+                char *buf = malloc(1 << 20);
+                size_t len = f ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+                if (f) fclose(f);
+                buf[len] = 0;
+                char *v = strstr(buf, "\"version\":2"), *tk = strstr(buf, "\"task\":{");
+                CHECK(v && tk, "checkpoint has version 2 and a task object");
+                if (v && tk) {
+                    v[10] = '1';
+                    char *end = strchr(tk, '}');
+                    memmove(tk, end + 2, strlen(end + 2) + 1); /* drop "task":{...}, */
+                    f = fopen(path, "w");
+                    fputs(buf, f);
+                    fclose(f);
+                    donto_sheaf_model *m1 = donto_sheaf_load(path, &g, NULL, &err);
+                    CHECK(m1 != NULL, "version 1 checkpoint: %s", err.msg);
+                    if (m1) {
+                        size_t np1;
+                        float *p1 = donto_sheaf_params(m1, &np1);
+                        CHECK(np1 == np && memcmp(p1, p, sizeof(float) * np) == 0, "version 1 weights differ");
+                        donto_sheaf_model_free(m1);
+                    }
+                }
+                free(buf);
+            }
             /* a graph with a different feature count is refused */
             donto_graph g2;
             donto_graph_random(&g2, 10, 5, 3, 20, 1, &err);
@@ -327,6 +457,9 @@ static void test_fixed_dims(void) {
 
 int main(void) {
     test_fd();
+    test_fd_edge();
+    test_edge_loss();
+    test_metrics();
     test_fixed_dims();
     test_geom_gcn();
     test_checkpoint_and_determinism();

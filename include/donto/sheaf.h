@@ -26,6 +26,13 @@ extern "C" {
 
 /* ---- graphs ---------------------------------------------------------- */
 
+/* A graph carries one task: a node task (labels y, node masks) or an edge task (labelled pairs,
+ * pair masks; docs/sheaf-export.md "Version 2"). */
+enum { DONTO_TASK_NODE = 0, DONTO_TASK_EDGE = 1 };
+/* What model selection reads with --stop metric (and --stop auto on edge tasks). DEFAULT: the
+ * documented default, macro-F1 for more than two classes, ROC-AUC for two. */
+enum { DONTO_METRIC_DEFAULT = 0, DONTO_METRIC_ACCURACY = 1, DONTO_METRIC_MACRO_F1 = 2, DONTO_METRIC_ROC_AUC = 3 };
+
 typedef struct donto_graph {
     int n, f, nclass;   /* nodes, features, classes */
     float *x;           /* [n][f] */
@@ -36,7 +43,14 @@ typedef struct donto_graph {
     uint8_t *train, *val, *test;
     char **ids;         /* [n] node ids of export files (NULL: nodes are 0..n-1) */
     char name[128];
-    char fingerprint[65]; /* SHA-256 hex of features, edges and labels */
+    char fingerprint[65]; /* SHA-256 hex of features, edges and labels (and an edge task's pairs) */
+    int task_kind;      /* DONTO_TASK_NODE (y, train/val/test) or DONTO_TASK_EDGE (the pairs below) */
+    int metric;         /* DONTO_METRIC_* of the task ("metric" of an export file) */
+    /* edge task: nclass counts pair classes, y is all -1 and the node masks are NULL. A pair is
+     * an example of the task, not an edge of the graph. */
+    int npairs, directed;
+    int *pu, *pv, *pc;  /* [npairs] source, target, class */
+    uint8_t *ptrain, *pval, *ptest; /* [nsplits][npairs] pair masks */
 } donto_graph;
 
 /* Load a graph. `spec` is one of:
@@ -57,6 +71,13 @@ int donto_graph_from_arrays(donto_graph *g, int n, int f, const float *x, const 
 int donto_graph_random(donto_graph *g, int n, int f, int nclass, long m, uint64_t seed, donto_err *err);
 /* Random 60/20/20 splits (for graphs without shipped ones). */
 void donto_graph_random_splits(donto_graph *g, int nsplits, uint64_t seed);
+/* Replace g's task by a random edge task (tests, parity): npairs random pairs (u != v) with
+ * random classes 0..nclass-1 (class c drawn with weight c + 1: imbalanced), one random
+ * 60/20/20 split of the pairs. */
+int donto_graph_random_pairs(donto_graph *g, int npairs, int nclass, int directed, uint64_t seed, donto_err *err);
+/* The metric of g's task, DONTO_METRIC_DEFAULT resolved (macro-F1, or ROC-AUC for two classes). */
+int donto_graph_metric(const donto_graph *g);
+const char *donto_metric_name(int metric);
 void donto_graph_fingerprint(donto_graph *g);
 /* SHA-256 hex of split s's train, val and test masks (out: 65 chars; "" when s is no split). */
 void donto_graph_split_fingerprint(const donto_graph *g, int split, char out[65]);
@@ -76,7 +97,11 @@ int donto_npz_read(const char *path, const char *name, donto_npy *out, donto_err
 
 /* ---- model ----------------------------------------------------------- */
 
-enum { DONTO_SHEAF_DIAG = 0, DONTO_SHEAF_ORTH = 1, DONTO_SHEAF_GENERAL = 2, DONTO_SHEAF_GCN = 3 };
+/* MLP: the baseline that ignores the graph (node features only, no diffusion). */
+enum { DONTO_SHEAF_DIAG = 0, DONTO_SHEAF_ORTH = 1, DONTO_SHEAF_GENERAL = 2, DONTO_SHEAF_GCN = 3, DONTO_SHEAF_MLP = 4 };
+/* Model selection: validation loss, accuracy, the task's metric, or auto (node tasks: loss, the
+ * reference protocol; edge tasks: the task's metric). */
+enum { DONTO_STOP_LOSS = 0, DONTO_STOP_ACC = 1, DONTO_STOP_METRIC = 2, DONTO_STOP_AUTO = 3 };
 enum { DONTO_ORTH_HOUSEHOLDER = 0, DONTO_ORTH_CAYLEY = 1 };
 
 typedef struct donto_sheaf_hp {
@@ -94,7 +119,7 @@ typedef struct donto_sheaf_hp {
     /* training */
     float lr, weight_decay, sheaf_decay;
     int epochs, patience;
-    int stop_acc;      /* 1: select on val accuracy, 0: on val loss */
+    int stop_acc;      /* DONTO_STOP_* (named for its first two values: 0 loss, 1 accuracy) */
     uint64_t seed;
 } donto_sheaf_hp;
 
@@ -146,12 +171,35 @@ double donto_sheaf_forward(donto_sheaf_model *m, const donto_graph *g, int train
 void donto_sheaf_backward(donto_sheaf_model *m, const donto_graph *g, const uint8_t *mask);
 /* Backward from an arbitrary upstream gradient dlogp [n][K] (tests). */
 void donto_sheaf_backward_from(donto_sheaf_model *m, const donto_graph *g, const float *dlogp);
+/* Edge-task models (built for a graph with an edge task): forward returns pair log-probabilities
+ * [npairs][classes] and the class-weighted mean NLL over a pair mask; backward takes a pair mask
+ * or dlogp [npairs][classes]. The encoder's node output [n][hidden] feeds the pair decoder
+ * (docs/sheaf.md "Edge tasks"). */
+int donto_sheaf_model_task(const donto_sheaf_model *m);    /* DONTO_TASK_* */
+int donto_sheaf_model_classes(const donto_sheaf_model *m); /* classes of its output (node or pair) */
+/* Class weights of the edge loss, [classes]: w_c = n / (K n_c) over split's train pairs (n_c of
+ * class c, n in all, K classes), 0 for a class with none; all 1 for node tasks. */
+void donto_sheaf_set_class_weights(donto_sheaf_model *m, const donto_graph *g, int split);
+const float *donto_sheaf_class_weights(const donto_sheaf_model *m);
+
+/* Metrics (computed in C; tests check them against sklearn's definitions). */
+/* macro-F1 over the classes present in y or pred (sklearn's f1_score(average="macro")). */
+double donto_metric_macro_f1(const int *y, const int *pred, long n, int K);
+/* ROC-AUC of scores for y == 1 (ties: half), NAN when one class is absent (roc_auc_score). */
+double donto_metric_roc_auc(const int *y, const double *score, long n);
+/* PR-AUC as average precision: sum over thresholds of (R_k - R_{k-1}) P_k (average_precision_score). */
+double donto_metric_average_precision(const int *y, const double *score, long n);
 
 /* ---- training -------------------------------------------------------- */
 
 typedef struct donto_sheaf_metrics {
     double train_acc, val_acc, test_acc;
-    double train_loss, val_loss, test_loss;
+    double train_loss, val_loss, test_loss; /* edge tasks: the class-weighted NLL */
+    double train_f1, val_f1, test_f1;       /* macro-F1 */
+    double train_auc, val_auc, test_auc;    /* ROC-AUC, two classes only (NAN otherwise) */
+    double train_ap, val_ap, test_ap;       /* PR-AUC (average precision), two classes only */
+    int metric;                             /* the task's metric, resolved (DONTO_METRIC_*) */
+    double val_metric, test_metric;         /* its values */
     int best_epoch, epochs_run;
     double seconds;
 } donto_sheaf_metrics;
@@ -170,7 +218,8 @@ double donto_sheaf_train_step(donto_sheaf_model *m, const donto_graph *g, int sp
 
 /* ---- checkpoints ----------------------------------------------------- */
 
-/* JSON: {"format":"donto-sheaf-checkpoint","version":1,"family",...,"hparams":{...},
+/* JSON: {"format":"donto-sheaf-checkpoint","version":2,"family",...,"hparams":{...},
+ *        "task":{"kind":"node"|"edge","classes":K,"directed":b},  (version 2; version 1 has none)
  *        "graph":{"n","f","nclass","name","fingerprint"},"split":s,"split_fingerprint":"..",
  *        "metrics":{...},
  *        "tensors":[{"name","rows","cols","data":[...]}]} ; %.9g floats round-trip exactly. */

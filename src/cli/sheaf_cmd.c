@@ -26,7 +26,8 @@ static void usage_main(FILE *f) {
     fprintf(f,
             "usage: donto-sheaf <command> [options]\n"
             "\n"
-            "Neural Sheaf Diffusion (Diag, O(d), General) and a GCN baseline for node classification.\n"
+            "Neural Sheaf Diffusion (Diag, O(d), General), a GCN and an MLP baseline for node classification\n"
+            "and for edge tasks (labelled pairs of nodes, export files version 2: docs/sheaf-export.md).\n"
             "\n"
             "commands:\n"
             "  train    train on one split or all splits, optionally save a checkpoint\n"
@@ -43,20 +44,21 @@ static void usage_main(FILE *f) {
 static int parse_family(const char *v, void *dest, donto_err *err) {
     donto_sheaf_hp *hp = dest;
     if (donto_sheaf_family_parse(v, &hp->family, &hp->orth))
-        return donto_seterr(err, "unknown family '%s' (diag, orth, cayley, general, gcn)", v);
+        return donto_seterr(err, "unknown family '%s' (diag, orth, cayley, general, gcn, mlp)", v);
     return 0;
 }
 
 static const char *const ORTHS[] = {"householder", "cayley", NULL};
 static const int ORTH_VALUES[] = {DONTO_ORTH_HOUSEHOLDER, DONTO_ORTH_CAYLEY};
-static const char *const STOPS[] = {"loss", "acc", NULL};
+static const char *const STOPS[] = {"loss", "acc", "metric", "auto", NULL};
 
 enum { HP_NOPT = 23 }; /* 22 options and the end */
 
 static void hp_opts(donto_opt *t, donto_sheaf_hp *hp, int *threads) {
     const donto_opt o[] = {
         {DONTO_OPT_CALLBACK, "family", 0, hp, .parse = parse_family, .metavar = "F",
-         .help = "diag | orth (O(d), Householder) | cayley (O(d), Cayley) | general | gcn (default diag)"},
+         .help = "diag | orth (O(d), Householder) | cayley (O(d), Cayley) | general | gcn |\n"
+                 "mlp (node features only, no graph: the baseline) (default diag)"},
         {DONTO_OPT_CHOICE, "orth", 0, &hp->orth, .choices = ORTHS, .values = ORTH_VALUES, .metavar = "M",
          .help = "householder | cayley (for --family orth)"},
         {DONTO_OPT_INT, "d", 0, &hp->d, .min = 1, .max = 64, .metavar = "N", .help = "stalk dimension (default 2)"},
@@ -87,8 +89,10 @@ static void hp_opts(donto_opt *t, donto_sheaf_hp *hp, int *threads) {
          .help = "at most N epochs, N >= 1 (default 1500)"},
         {DONTO_OPT_INT, "patience", 0, &hp->patience, .min = 1, .max = 100000000, .metavar = "N",
          .help = "stop after N epochs without a better validation score (default 200)"},
-        {DONTO_OPT_CHOICE, "stop", 0, &hp->stop_acc, .choices = STOPS, .metavar = "loss|acc",
-         .help = "model selection on validation loss (default) or accuracy"},
+        {DONTO_OPT_CHOICE, "stop", 0, &hp->stop_acc, .choices = STOPS, .metavar = "loss|acc|metric|auto",
+         .help = "model selection on validation loss, accuracy, or the task's metric (macro_f1,\n"
+                 "roc_auc, accuracy: the export's \"metric\"); auto (default): loss for node tasks,\n"
+                 "the metric for edge tasks"},
         /* uint64_t written as its corresponding signed type (C17 6.5p7), never negative */
         {DONTO_OPT_INT64, "seed", 0, (int64_t *)&hp->seed, .min = 0, .max = INT64_MAX, .metavar = "N",
          .help = "(default 43; split i uses seed + i)"},
@@ -110,6 +114,13 @@ static void hp_opts(donto_opt *t, donto_sheaf_hp *hp, int *threads) {
         .metavar = "I|all", .help = "the split to run, or all (default " dflt ")"                                 \
     }
 
+#define SEEDS_OPT(p)                                                                                              \
+    {                                                                                                             \
+        DONTO_OPT_INT, "seeds", 0, (p), .min = 1, .max = 10000, .metavar = "N",                                   \
+        .help = "runs per split with seeds seed + split + 1000003 j, j < N; mean +- std over\n"                  \
+                "all runs (default 1)"                                                                            \
+    }
+
 static void set_threads(int threads) {
     if (threads > 0) {
         omp_set_num_threads(threads);
@@ -124,19 +135,35 @@ typedef struct {
 static void epoch_log(void *vctx, int epoch, const donto_sheaf_metrics *now, const donto_sheaf_metrics *best) {
     log_ctx *c = vctx;
     fprintf(stderr,
-            "split %d epoch %4d  train %.4f/%.4f  val %.4f/%.4f  test %.4f/%.4f  best@%d val %.4f test %.4f\n",
+            "split %d epoch %4d  train %.4f/%.4f  val %.4f/%.4f  test %.4f/%.4f  %s val %.4f test %.4f  best@%d val %.4f "
+            "test %.4f\n",
             c->split, epoch, now->train_loss, now->train_acc, now->val_loss, now->val_acc, now->test_loss,
-            now->test_acc, best->best_epoch, best->val_acc, best->test_acc);
+            now->test_acc, donto_metric_name(now->metric), now->val_metric, now->test_metric, best->best_epoch,
+            best->val_acc, best->test_acc);
 }
+
+/* a JSON number, or null for NAN (ROC-AUC of more than two classes) */
+static json_t *jreal(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
 static json_t *metrics_json(const donto_sheaf_metrics *m, int split) {
     json_t *o = json_object();
     json_object_set_new(o, "split", json_integer(split));
-    json_object_set_new(o, "train_acc", json_real(m->train_acc));
-    json_object_set_new(o, "val_acc", json_real(m->val_acc));
-    json_object_set_new(o, "test_acc", json_real(m->test_acc));
-    json_object_set_new(o, "val_loss", json_real(m->val_loss));
-    json_object_set_new(o, "test_loss", json_real(m->test_loss));
+    json_object_set_new(o, "metric", json_string(donto_metric_name(m->metric)));
+    json_object_set_new(o, "val_metric", jreal(m->val_metric));
+    json_object_set_new(o, "test_metric", jreal(m->test_metric));
+    json_object_set_new(o, "train_macro_f1", jreal(m->train_f1));
+    json_object_set_new(o, "val_macro_f1", jreal(m->val_f1));
+    json_object_set_new(o, "test_macro_f1", jreal(m->test_f1));
+    json_object_set_new(o, "val_roc_auc", jreal(m->val_auc));
+    json_object_set_new(o, "test_roc_auc", jreal(m->test_auc));
+    json_object_set_new(o, "val_pr_auc", jreal(m->val_ap));
+    json_object_set_new(o, "test_pr_auc", jreal(m->test_ap));
+    json_object_set_new(o, "train_acc", jreal(m->train_acc));
+    json_object_set_new(o, "val_acc", jreal(m->val_acc));
+    json_object_set_new(o, "test_acc", jreal(m->test_acc));
+    json_object_set_new(o, "train_loss", jreal(m->train_loss));
+    json_object_set_new(o, "val_loss", jreal(m->val_loss));
+    json_object_set_new(o, "test_loss", jreal(m->test_loss));
     json_object_set_new(o, "best_epoch", json_integer(m->best_epoch));
     json_object_set_new(o, "epochs_run", json_integer(m->epochs_run));
     json_object_set_new(o, "seconds", json_real(m->seconds));
@@ -151,45 +178,90 @@ static void mean_std(const double *x, int n, double *mean, double *sd) {
     *sd = n ? sqrt(q / n) : 0; /* population std, as the reference reports */
 }
 
-/* Train over splits; fills per-split metrics. Saves the best-validation model when ckpt. */
-static int run_splits(const donto_sheaf_hp *hp, const donto_graph *g, int split, int log, int quiet, const char *ckpt,
-                      json_t *splits_out, double *test_mean, double *test_sd, double *val_mean, donto_err *err) {
+/* Means and (population) standard deviations over the runs of one configuration. */
+typedef struct {
+    int runs, metric, edge;
+    double test_acc, test_acc_sd, val_acc;
+    double test_f1, test_f1_sd;
+    double test_metric, test_metric_sd, val_metric; /* the task's metric (donto_graph_metric) */
+} run_summary;
+
+/* Train over splits x seeds (split s, seed j: hp.seed + s + 1000003 j; j = 0 is the single-seed
+ * protocol); fills per-run metrics. Saves the model of the best validation score (accuracy for
+ * node tasks, the task's metric for edge tasks) when ckpt. */
+static int run_splits(const donto_sheaf_hp *hp, const donto_graph *g, int split, int seeds, int log, int quiet,
+                      const char *ckpt, json_t *splits_out, run_summary *sum, donto_err *err) {
     int s0 = split < 0 ? 0 : split, s1 = split < 0 ? g->nsplits : split + 1;
     if (s0 >= g->nsplits) return donto_seterr(err, "split %d not available (graph has %d)", split, g->nsplits);
-    double *tests = calloc(s1 - s0, sizeof(double)), *vals = calloc(s1 - s0, sizeof(double));
-    double best_val = -1;
-    for (int s = s0; s < s1; s++) {
-        donto_sheaf_hp h = *hp;
-        h.seed = hp->seed + (uint64_t)s;
-        donto_sheaf_model *m = donto_sheaf_model_new(&h, g, err);
-        if (!m) return free(tests), free(vals), -1;
-        donto_sheaf_metrics best;
-        log_ctx lc = {log, s};
-        if (donto_sheaf_train(m, g, s, &best, log ? epoch_log : NULL, &lc, err)) {
-            donto_sheaf_model_free(m);
-            free(tests), free(vals);
-            return -1;
-        }
-        tests[s - s0] = best.test_acc, vals[s - s0] = best.val_acc;
-        if (!quiet)
-            fprintf(stderr, "split %d: test_acc %.4f val_acc %.4f val_loss %.4f best_epoch %d epochs %d (%.1fs)\n", s,
-                    best.test_acc, best.val_acc, best.val_loss, best.best_epoch, best.epochs_run, best.seconds);
-        if (splits_out) json_array_append_new(splits_out, metrics_json(&best, s));
-        if (ckpt && best.val_acc > best_val) {
-            best_val = best.val_acc;
-            if (donto_sheaf_save(m, g, &best, ckpt, err)) {
+    if (seeds < 1) seeds = 1;
+    int nr = (s1 - s0) * seeds, r = 0, edge = g->task_kind == DONTO_TASK_EDGE;
+    double *v = calloc((size_t)nr * 6, sizeof(double));
+    double *tacc = v, *vacc = v + nr, *tf1 = v + 2 * nr, *tmet = v + 3 * nr, *vmet = v + 4 * nr;
+    double best_val = -INFINITY;
+    for (int s = s0; s < s1; s++)
+        for (int j = 0; j < seeds; j++, r++) {
+            donto_sheaf_hp h = *hp;
+            h.seed = hp->seed + (uint64_t)s + (uint64_t)j * 1000003u;
+            donto_sheaf_model *m = donto_sheaf_model_new(&h, g, err);
+            if (!m) return free(v), -1;
+            donto_sheaf_metrics best;
+            log_ctx lc = {log, s};
+            if (donto_sheaf_train(m, g, s, &best, log ? epoch_log : NULL, &lc, err)) {
                 donto_sheaf_model_free(m);
-                free(tests), free(vals);
+                free(v);
                 return -1;
             }
+            tacc[r] = best.test_acc, vacc[r] = best.val_acc, tf1[r] = best.test_f1;
+            tmet[r] = best.test_metric, vmet[r] = best.val_metric;
+            sum->metric = best.metric;
+            if (!quiet) {
+                fprintf(stderr, "split %d", s);
+                if (seeds > 1) fprintf(stderr, " seed %llu", (unsigned long long)h.seed);
+                fprintf(stderr, ": test_acc %.4f val_acc %.4f val_loss %.4f test_macro_f1 %.4f", best.test_acc,
+                        best.val_acc, best.val_loss, best.test_f1);
+                if (isfinite(best.test_auc))
+                    fprintf(stderr, " test_roc_auc %.4f test_pr_auc %.4f", best.test_auc, best.test_ap);
+                fprintf(stderr, " best_epoch %d epochs %d (%.1fs)\n", best.best_epoch, best.epochs_run, best.seconds);
+            }
+            if (splits_out) {
+                json_t *js = metrics_json(&best, s);
+                json_object_set_new(js, "seed", json_integer((json_int_t)h.seed));
+                json_array_append_new(splits_out, js);
+            }
+            double sel = edge ? best.val_metric : best.val_acc;
+            if (ckpt && (sel > best_val || r == 0)) {
+                best_val = sel;
+                if (donto_sheaf_save(m, g, &best, ckpt, err)) {
+                    donto_sheaf_model_free(m);
+                    free(v);
+                    return -1;
+                }
+            }
+            donto_sheaf_model_free(m);
         }
-        donto_sheaf_model_free(m);
-    }
-    double vs;
-    mean_std(tests, s1 - s0, test_mean, test_sd);
-    mean_std(vals, s1 - s0, val_mean, &vs);
-    free(tests), free(vals);
+    double sd;
+    sum->runs = nr, sum->edge = edge;
+    mean_std(tacc, nr, &sum->test_acc, &sum->test_acc_sd);
+    mean_std(vacc, nr, &sum->val_acc, &sd);
+    mean_std(tf1, nr, &sum->test_f1, &sum->test_f1_sd);
+    mean_std(tmet, nr, &sum->test_metric, &sum->test_metric_sd);
+    mean_std(vmet, nr, &sum->val_metric, &sd);
+    free(v);
     return 0;
+}
+
+/* the summary's fields into a JSON object */
+static void summary_json(json_t *o, const run_summary *s) {
+    json_object_set_new(o, "runs", json_integer(s->runs));
+    json_object_set_new(o, "test_acc_mean", jreal(s->test_acc));
+    json_object_set_new(o, "test_acc_std", jreal(s->test_acc_sd));
+    json_object_set_new(o, "val_acc_mean", jreal(s->val_acc));
+    json_object_set_new(o, "test_macro_f1_mean", jreal(s->test_f1));
+    json_object_set_new(o, "test_macro_f1_std", jreal(s->test_f1_sd));
+    json_object_set_new(o, "metric", json_string(donto_metric_name(s->metric)));
+    json_object_set_new(o, "val_metric_mean", jreal(s->val_metric));
+    json_object_set_new(o, "test_metric_mean", jreal(s->test_metric));
+    json_object_set_new(o, "test_metric_std", jreal(s->test_metric_sd));
 }
 
 static json_t *hp_summary(const donto_sheaf_hp *hp) {
@@ -210,7 +282,7 @@ static json_t *hp_summary(const donto_sheaf_hp *hp) {
     json_object_set_new(o, "dropout", json_real(hp->dropout));
     json_object_set_new(o, "epochs", json_integer(hp->epochs));
     json_object_set_new(o, "patience", json_integer(hp->patience));
-    json_object_set_new(o, "stop", json_string(hp->stop_acc ? "acc" : "loss"));
+    json_object_set_new(o, "stop", json_string(STOPS[hp->stop_acc >= 0 && hp->stop_acc <= 3 ? hp->stop_acc : 3]));
     return o;
 }
 
@@ -240,7 +312,7 @@ static int cmd_train(int argc, char **argv) {
     donto_sheaf_hp hp;
     donto_sheaf_hp_default(&hp);
     const char *data = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL;
-    int split = 0, json_out = 0, log = 0, quiet = 0, threads = 0;
+    int split = 0, json_out = 0, log = 0, quiet = 0, threads = 0, seeds = 1;
     donto_opt hpt[HP_NOPT];
     hp_opts(hpt, &hp, &threads);
     const donto_opt opts[] = {
@@ -251,8 +323,9 @@ static int cmd_train(int argc, char **argv) {
                  "data/geom-gcn: beside the executable's directory, or the source tree built from)"},
         {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME", .help = "task of an export file (default: the first)"},
         SPLIT_OPT(&split, "0"),
+        SEEDS_OPT(&seeds),
         {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE",
-         .help = "save the model (best validation accuracy over the splits run)"},
+         .help = "save the model (best validation accuracy over the runs; edge tasks: the task's metric)"},
         {DONTO_OPT_FLAG, "log", 0, &log, .help = "one line per epoch on stderr"},
         {DONTO_OPT_FLAG, "json", 0, &json_out, .help = "one JSON object on stdout"},
         {DONTO_OPT_FLAG, "quiet", 0, &quiet, .help = "no per-split lines"},
@@ -263,7 +336,10 @@ static int cmd_train(int argc, char **argv) {
         "usage: donto-sheaf train --data GRAPH [options]\n"
         "\n"
         "Train with the reference protocol: full batch, Adam, evaluation every epoch, model selection\n"
-        "and early stopping on validation; prints per-split test accuracy and mean +- std.\n"
+        "and early stopping on validation; prints per-split test accuracy and mean +- std. An export\n"
+        "file's edge task (--task arg_link) trains the edge decoder over the node representations\n"
+        "(docs/sheaf.md \"Edge tasks\") with class-weighted NLL, and reports macro-F1 (and ROC-AUC,\n"
+        "PR-AUC for two classes) besides accuracy, selected on the task's metric.\n"
         "\n",
         opts, NULL};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
@@ -283,8 +359,8 @@ static int cmd_train(int argc, char **argv) {
         return 1;
     }
     json_t *splits = json_array();
-    double tm, ts, vm;
-    int rc = run_splits(&hp, &g, split, log, quiet || json_out, ckpt, splits, &tm, &ts, &vm, &err);
+    run_summary sum = {0};
+    int rc = run_splits(&hp, &g, split, seeds, log, quiet || json_out, ckpt, splits, &sum, &err);
     if (rc) {
         fprintf(stderr, "donto-sheaf train: %s\n", err.msg);
         json_decref(splits);
@@ -296,19 +372,24 @@ static int cmd_train(int argc, char **argv) {
         json_object_set_new(o, "dataset", json_string(g.name));
         json_object_set_new(o, "fingerprint", json_string(g.fingerprint));
         json_object_set_new(o, "hparams", hp_summary(&hp));
+        json_object_set_new(o, "task", json_string(g.task_kind == DONTO_TASK_EDGE ? "edge" : "node"));
         json_object_set_new(o, "splits", splits);
-        json_object_set_new(o, "test_acc_mean", json_real(tm));
-        json_object_set_new(o, "test_acc_std", json_real(ts));
-        json_object_set_new(o, "val_acc_mean", json_real(vm));
+        summary_json(o, &sum);
         char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
         printf("%s\n", s);
         free(s);
         json_decref(o);
     } else {
         json_decref(splits);
-        printf("%s %s: test_acc %.2f +- %.2f (val %.2f) over %d split(s)\n", g.name,
-               hp.family == DONTO_SHEAF_ORTH && hp.orth == DONTO_ORTH_CAYLEY ? "cayley" : donto_sheaf_family_name(hp.family),
-               100 * tm, 100 * ts, 100 * vm, split < 0 ? g.nsplits : 1);
+        const char *fam =
+            hp.family == DONTO_SHEAF_ORTH && hp.orth == DONTO_ORTH_CAYLEY ? "cayley" : donto_sheaf_family_name(hp.family);
+        printf("%s %s: test_acc %.2f +- %.2f (val %.2f) test_macro_f1 %.2f +- %.2f", g.name, fam, 100 * sum.test_acc,
+               100 * sum.test_acc_sd, 100 * sum.val_acc, 100 * sum.test_f1, 100 * sum.test_f1_sd);
+        if (sum.edge && sum.metric != DONTO_METRIC_MACRO_F1 && sum.metric != DONTO_METRIC_ACCURACY)
+            printf(" test_%s %.2f +- %.2f", donto_metric_name(sum.metric), 100 * sum.test_metric, 100 * sum.test_metric_sd);
+        printf(" over %d split(s)", split < 0 ? g.nsplits : 1);
+        if (seeds > 1) printf(" x %d seeds", seeds);
+        printf("\n");
     }
     donto_graph_free(&g);
     return 0;
@@ -358,7 +439,8 @@ static int cmd_eval(int argc, char **argv) {
         "donto-sheaf eval",
         "usage: donto-sheaf eval --checkpoint FILE --data GRAPH [--split I|all] [--json]\n"
         "\n"
-        "Accuracy and NLL of a checkpoint on the train/val/test masks of a graph's split(s).\n"
+        "Accuracy, NLL and macro-F1 (ROC-AUC and PR-AUC for two classes) of a checkpoint on the\n"
+        "train/val/test masks of a graph's split(s) (an edge task's: its pairs).\n"
         "\n",
         opts,
         "\n"
@@ -432,8 +514,13 @@ static int cmd_eval(int argc, char **argv) {
             json_object_set_new(j, "same_graph", json_boolean(same_graph));
             json_array_append_new(arr, j);
         } else {
-            printf("split %d: train_acc %.4f val_acc %.4f test_acc %.4f  train_loss %.4f val_loss %.4f test_loss %.4f%s\n",
-                   s, mt.train_acc, mt.val_acc, mt.test_acc, mt.train_loss, mt.val_loss, mt.test_loss, why);
+            printf("split %d: train_acc %.4f val_acc %.4f test_acc %.4f  train_loss %.4f val_loss %.4f test_loss %.4f"
+                   "  val_macro_f1 %.4f test_macro_f1 %.4f",
+                   s, mt.train_acc, mt.val_acc, mt.test_acc, mt.train_loss, mt.val_loss, mt.test_loss, mt.val_f1,
+                   mt.test_f1);
+            if (isfinite(mt.test_auc))
+                printf("  val_roc_auc %.4f test_roc_auc %.4f test_pr_auc %.4f", mt.val_auc, mt.test_auc, mt.test_ap);
+            printf("%s\n", why);
         }
     }
     if (json_out) {
@@ -451,10 +538,56 @@ static int cmd_eval(int argc, char **argv) {
 
 static const char *const INFER_FORMATS[] = {"jsonl", "tsv", NULL};
 enum { INFER_JSONL, INFER_TSV };
+static const char *const PAIR_SETS[] = {"all", "train", "val", "test", NULL};
+
+/* a node's id: the export's string (JSON-quoted for jsonl), or its index */
+static void put_node(FILE *f, const donto_graph *g, int v, int jsonl) {
+    if (!g->ids) fprintf(f, "%d", v);
+    else if (!jsonl) fputs(g->ids[v], f);
+    else {
+        json_t *js = json_string(g->ids[v]);
+        char *s = json_dumps(js, JSON_ENCODE_ANY);
+        fputs(s, f);
+        free(s), json_decref(js);
+    }
+}
+
+/* Edge task: the pairs of a set of split `split` (all pairs for set 0), one line each. */
+static void infer_pairs(FILE *f, const donto_graph *g, const float *logp, int K, int split, int set, int format) {
+    const uint8_t *masks[3] = {g->ptrain, g->pval, g->ptest};
+    static const char *const names[3] = {"train", "val", "test"};
+    for (int p = 0; p < g->npairs; p++) {
+        int in = -1;
+        for (int k = 0; k < 3; k++)
+            if (masks[k] && split >= 0 && split < g->nsplits && masks[k][(size_t)split * g->npairs + p]) in = k;
+        if (set > 0 && in != set - 1) continue;
+        const float *lp = logp + (size_t)p * K;
+        int best = 0;
+        for (int k = 1; k < K; k++)
+            if (lp[k] > lp[best]) best = k;
+        if (format == INFER_JSONL) {
+            fprintf(f, "{\"pair\":%d,\"src\":", p);
+            put_node(f, g, g->pu[p], 1);
+            fprintf(f, ",\"dst\":");
+            put_node(f, g, g->pv[p], 1);
+            fprintf(f, ",\"label\":%d,\"set\":\"%s\",\"pred\":%d,\"logp\":[", g->pc[p], in >= 0 ? names[in] : "none", best);
+            for (int k = 0; k < K; k++) fprintf(f, "%s%.9g", k ? "," : "", lp[k]);
+            fprintf(f, "]}\n");
+        } else {
+            fprintf(f, "%d\t", p);
+            put_node(f, g, g->pu[p], 0);
+            fputc('\t', f);
+            put_node(f, g, g->pv[p], 0);
+            fprintf(f, "\t%d\t%s\t%d", g->pc[p], in >= 0 ? names[in] : "none", best);
+            for (int k = 0; k < K; k++) fprintf(f, "\t%.9g", lp[k]);
+            fputc('\n', f);
+        }
+    }
+}
 
 static int cmd_infer(int argc, char **argv) {
     const char *in = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL, *out = NULL;
-    int threads = 0, format = INFER_JSONL, other_graph = 0;
+    int threads = 0, format = INFER_JSONL, other_graph = 0, split = -2, pairs = 0;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE", .help = "the model (required)"},
         {DONTO_OPT_STRING, "in", 0, &in, .metavar = "GRAPH", .help = "the graph, as --data of train (required)"},
@@ -464,7 +597,13 @@ static int cmd_infer(int argc, char **argv) {
         {DONTO_OPT_STRING, "out", 0, &out, .metavar = "FILE", .help = "output (default: stdout)"},
         {DONTO_OPT_CHOICE, "format", 0, &format, .choices = INFER_FORMATS,
          .help = "jsonl (default): {\"node\": id, \"pred\": k, \"logp\": [...]} per line (%.9g floats)\n"
-                 "tsv: node<TAB>pred<TAB>logp_0<TAB>..."},
+                 "tsv: node<TAB>pred<TAB>logp_0<TAB>...\n"
+                 "edge tasks: {\"pair\": i, \"src\", \"dst\", \"label\", \"set\": train|val|test|none,\n"
+                 "\"pred\", \"logp\"}; tsv: pair src dst label set pred logp_0 ..."},
+        {DONTO_OPT_CHOICE, "pairs", 0, &pairs, .choices = PAIR_SETS, .metavar = "all|train|val|test",
+         .help = "edge tasks: score every pair of the task (default), or one set of --split's"},
+        {DONTO_OPT_INT, "split", 0, &split, .min = 0, .max = 1000000, .metavar = "I",
+         .help = "edge tasks: the split whose sets --pairs and \"set\" name (default: the checkpoint's)"},
         ALLOW_OTHER_GRAPH_OPT(&other_graph),
         THREADS_OPT(&threads),
         {0}};
@@ -472,7 +611,8 @@ static int cmd_infer(int argc, char **argv) {
         "donto-sheaf infer",
         "usage: donto-sheaf infer --checkpoint FILE --in GRAPH [--out FILE] [--format jsonl|tsv]\n"
         "\n"
-        "Predicted class and log-probabilities for every node (the same forward as training's eval).\n"
+        "Predicted class and log-probabilities for every node (the same forward as training's eval);\n"
+        "for an edge task (--task), for every pair of the task or of one set (--pairs).\n"
         "The graph must be the one the checkpoint was trained on (the same fingerprint: features, labels,\n"
         "edges) unless --allow-other-graph.\n"
         "\n",
@@ -506,10 +646,16 @@ static int cmd_infer(int argc, char **argv) {
     }
     const float *logp;
     donto_sheaf_forward(m, &g, 0, 0, NULL, &logp);
-    int nt;
-    const donto_sheaf_tensor *tt = donto_sheaf_tensors(m, &nt);
-    int K = tt[nt - 1].cols; /* the output bias: one entry per class */
-    for (int v = 0; v < g.n; v++) {
+    int K = donto_sheaf_model_classes(m), rc = 0, nodes = g.n;
+    if (g.task_kind == DONTO_TASK_EDGE) {
+        const donto_sheaf_origin *o = donto_sheaf_model_origin(m);
+        if (split == -2) split = o->split >= 0 && o->split < g.nsplits ? o->split : 0;
+        if (split >= g.nsplits)
+            rc = 1, fprintf(stderr, "donto-sheaf infer: split %d not available (graph has %d)\n", split, g.nsplits);
+        else infer_pairs(f, &g, logp, K, split, pairs, format);
+        nodes = 0; /* pair lines only */
+    }
+    for (int v = 0; v < nodes; v++) {
         const float *lp = logp + (size_t)v * K;
         int best = 0;
         for (int k = 1; k < K; k++)
@@ -532,7 +678,6 @@ static int cmd_infer(int argc, char **argv) {
             fputc('\n', f);
         }
     }
-    int rc = 0;
     if (out && fclose(f)) rc = 1, fprintf(stderr, "donto-sheaf infer: write error on %s\n", out);
     donto_sheaf_model_free(m);
     donto_graph_free(&g);
@@ -566,8 +711,8 @@ static int apply_grid_value(donto_sheaf_hp *hp, const char *key, json_t *v, dont
 static int cmd_sweep(int argc, char **argv) {
     donto_sheaf_hp base;
     donto_sheaf_hp_default(&base);
-    const char *grid = NULL, *data_dir = NULL, *out = NULL;
-    int split = -1, json_out = 0, threads = 0;
+    const char *grid = NULL, *data_dir = NULL, *out = NULL, *task = NULL;
+    int split = -1, json_out = 0, threads = 0, seeds = 1;
     donto_opt hpt[HP_NOPT];
     hp_opts(hpt, &base, &threads);
     const donto_opt opts[] = {
@@ -576,6 +721,9 @@ static int cmd_sweep(int argc, char **argv) {
         {DONTO_OPT_FLAG, "json", 0, &json_out,
          .help = "write JSON (an array of result objects, then {\"best\": ...}) instead of CSV"},
         SPLIT_OPT(&split, "all"),
+        SEEDS_OPT(&seeds),
+        {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME",
+         .help = "task of the export files (default: the grid's \"task\", else each file's first)"},
         {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR", .help = "as for train"},
         {DONTO_OPT_INCLUDE, .dest = hpt, .help = "model and training options (the defaults for keys the grid does not set):"},
         {0}};
@@ -585,10 +733,12 @@ static int cmd_sweep(int argc, char **argv) {
         "\n"
         "Grid or random search. FILE is JSON: {\"datasets\": [\"texas\", ...], \"family\": [\"diag\", \"orth\"],\n"
         "\"d\": [2, 3], \"lr\": [0.01, 0.02], \"add-lp\": [false, true], ..., \"random\": N (optional: N random\n"
-        "configurations instead of the full grid)}. Keys are the train options without the dashes; options\n"
-        "given on the command line are the defaults for keys the grid does not set. Each configuration runs on\n"
-        "all splits (or --split I). Writes one CSV row per (dataset, configuration) to --out (default stdout),\n"
-        "and prints the best configuration per dataset (by mean validation accuracy) on stderr.\n"
+        "configurations instead of the full grid), \"task\": NAME, \"seeds\": N (optional)}. Keys are the train\n"
+        "options without the dashes; options given on the command line are the defaults for keys the grid\n"
+        "does not set. Each configuration runs on all splits (or --split I) x --seeds seeds. Writes one CSV\n"
+        "row per (dataset, configuration) with means and stds over the runs to --out (default stdout), and\n"
+        "prints the best configuration per dataset on stderr: by mean validation accuracy for node tasks, by\n"
+        "the task's validation metric (macro_f1, roc_auc: the export's \"metric\") for edge tasks.\n"
         "\n",
         opts, NULL};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
@@ -617,7 +767,9 @@ static int cmd_sweep(int argc, char **argv) {
     const char *key;
     json_t *val;
     json_object_foreach(gj, key, val) {
-        if (!strcmp(key, "datasets") || !strcmp(key, "random") || !strcmp(key, "seed")) continue;
+        if (!strcmp(key, "datasets") || !strcmp(key, "random") || !strcmp(key, "seed") || !strcmp(key, "task") ||
+            !strcmp(key, "seeds"))
+            continue;
         if (!json_is_array(val)) val = json_pack("[O]", val), json_object_set_new(gj, key, val);
         if (nax == 64 || !json_array_size(val)) continue;
         for (size_t vi = 0; vi < json_array_size(val); vi++) { /* every value, before any run */
@@ -632,6 +784,16 @@ static int cmd_sweep(int argc, char **argv) {
         keys[nax] = key, vals[nax] = val, nax++;
         total *= (long)json_array_size(val);
     }
+    if (!task) task = json_string_value(json_object_get(gj, "task"));
+    if (json_object_get(gj, "seeds")) {
+        json_int_t ns = json_integer_value(json_object_get(gj, "seeds"));
+        if (ns < 1 || ns > 10000) {
+            fprintf(stderr, "donto-sheaf sweep: %s: \"seeds\" must be an integer in 1..10000\n", grid);
+            json_decref(gj);
+            return 1;
+        }
+        if (seeds == 1) seeds = (int)ns;
+    }
     long nrandom = (long)json_integer_value(json_object_get(gj, "random"));
     uint64_t rseed = (uint64_t)json_integer_value(json_object_get(gj, "seed"));
     long nconf = nrandom > 0 ? nrandom : total;
@@ -644,7 +806,8 @@ static int cmd_sweep(int argc, char **argv) {
     if (!json_out) {
         fprintf(f, "dataset,config");
         for (int a = 0; a < nax; a++) fprintf(f, ",%s", keys[a]);
-        fprintf(f, ",splits,val_acc_mean,test_acc_mean,test_acc_std\n");
+        fprintf(f, ",splits,val_acc_mean,test_acc_mean,test_acc_std,runs,test_macro_f1_mean,test_macro_f1_std,metric,"
+                   "val_metric_mean,test_metric_mean,test_metric_std\n");
     }
     json_t *results = json_array(), *best = json_object();
     int rc = 0;
@@ -652,7 +815,7 @@ static int cmd_sweep(int argc, char **argv) {
         const char *ds = json_string_value(json_array_get(datasets, di));
         donto_err err = {0};
         donto_graph g;
-        if (!ds || donto_graph_load(&g, ds, data_dir, NULL, &err)) {
+        if (!ds || donto_graph_load(&g, ds, data_dir, task, &err)) {
             fprintf(stderr, "donto-sheaf sweep: %s\n", ds ? err.msg : "datasets must be strings");
             rc = 1;
             break;
@@ -670,23 +833,23 @@ static int cmd_sweep(int argc, char **argv) {
                 apply_grid_value(&hp, keys[a], v, NULL); /* checked above */
                 json_object_set(conf, keys[a], v);
             }
-            double tm, ts, vm;
+            run_summary sum = {0};
             json_t *sp = json_array();
-            if (run_splits(&hp, &g, split, 0, 1, NULL, sp, &tm, &ts, &vm, &err)) {
+            if (run_splits(&hp, &g, split, seeds, 0, 1, NULL, sp, &sum, &err)) {
                 fprintf(stderr, "donto-sheaf sweep: %s: config %ld: %s\n", ds, ci, err.msg);
                 json_decref(sp), json_decref(conf);
                 continue;
             }
-            int nsp = (int)json_array_size(sp);
+            int nsp = split < 0 ? g.nsplits : 1;
             json_t *r = json_object();
             json_object_set_new(r, "dataset", json_string(ds));
             json_object_set_new(r, "config", json_integer(ci));
             json_object_set(r, "params", conf);
             json_object_set_new(r, "splits", json_integer(nsp));
-            json_object_set_new(r, "val_acc_mean", json_real(vm));
-            json_object_set_new(r, "test_acc_mean", json_real(tm));
-            json_object_set_new(r, "test_acc_std", json_real(ts));
+            json_object_set_new(r, "seeds", json_integer(seeds));
+            summary_json(r, &sum);
             json_decref(sp);
+            double tm = sum.test_acc, ts = sum.test_acc_sd, vm = sum.val_acc;
             if (!json_out) {
                 fprintf(f, "%s,%ld", ds, ci);
                 for (int a = 0; a < nax; a++) {
@@ -694,12 +857,17 @@ static int cmd_sweep(int argc, char **argv) {
                     fprintf(f, ",%s", s);
                     free(s);
                 }
-                fprintf(f, ",%d,%.6f,%.6f,%.6f\n", nsp, vm, tm, ts);
+                fprintf(f, ",%d,%.6f,%.6f,%.6f,%d,%.6f,%.6f,%s,%.6f,%.6f,%.6f\n", nsp, vm, tm, ts, sum.runs, sum.test_f1,
+                        sum.test_f1_sd, donto_metric_name(sum.metric), sum.val_metric, sum.test_metric,
+                        sum.test_metric_sd);
                 fflush(f);
             }
-            fprintf(stderr, "sweep %s config %ld/%ld: val %.4f test %.4f +- %.4f\n", ds, ci + 1, nconf, vm, tm, ts);
-            if (vm > best_val) {
-                best_val = vm;
+            fprintf(stderr, "sweep %s config %ld/%ld: val %.4f test %.4f +- %.4f  %s val %.4f test %.4f +- %.4f (%d runs)\n",
+                    ds, ci + 1, nconf, vm, tm, ts, donto_metric_name(sum.metric), sum.val_metric, sum.test_metric,
+                    sum.test_metric_sd, sum.runs);
+            double sel = sum.edge ? sum.val_metric : vm;
+            if (sel > best_val) {
+                best_val = sel;
                 json_object_set(best, ds, r);
             }
             json_array_append_new(results, r);

@@ -2,6 +2,9 @@
  * Sheaf checkpoints as JSON: family, hyperparameters, graph shape + fingerprint,
  * metrics, and every tensor. Floats are written with 9 significant digits, which
  * round-trips float32 exactly (tests/test_sheaf.c checks it bit for bit).
+ * Version 2 adds "task" ({"kind": "node"|"edge", "classes", "directed"}: what the output
+ * head or the edge decoder was built for; the decoder's tensors are dec.*); version 1
+ * files (no "task") are node-task models and still load.
  */
 #include <jansson.h>
 #include <limits.h>
@@ -10,6 +13,8 @@
 #include <string.h>
 
 #include "sheaf_int.h"
+
+static const char *const STOP_NAMES[] = {"loss", "acc", "metric", "auto"};
 
 static json_t *hp_json(const donto_sheaf_hp *hp) {
     json_t *o = json_object();
@@ -32,7 +37,7 @@ static json_t *hp_json(const donto_sheaf_hp *hp) {
     json_object_set_new(o, "sheaf_decay", json_real(hp->sheaf_decay));
     json_object_set_new(o, "epochs", json_integer(hp->epochs));
     json_object_set_new(o, "patience", json_integer(hp->patience));
-    json_object_set_new(o, "stop", json_string(hp->stop_acc ? "acc" : "loss"));
+    json_object_set_new(o, "stop", json_string(STOP_NAMES[hp->stop_acc >= 0 && hp->stop_acc <= 3 ? hp->stop_acc : 3]));
     json_object_set_new(o, "seed", json_integer((json_int_t)hp->seed));
     return o;
 }
@@ -65,7 +70,9 @@ static int hp_from_json(json_t *o, donto_sheaf_hp *hp, donto_err *err) {
     hp->sheaf_decay = (float)jnum(o, "sheaf_decay", hp->sheaf_decay);
     hp->epochs = (int)jnum(o, "epochs", hp->epochs), hp->patience = (int)jnum(o, "patience", hp->patience);
     const char *stop = json_string_value(json_object_get(o, "stop"));
-    hp->stop_acc = stop && !strcmp(stop, "acc");
+    hp->stop_acc = DONTO_STOP_LOSS; /* version 1: "loss" or "acc" */
+    for (int i = 0; stop && i < 4; i++)
+        if (!strcmp(stop, STOP_NAMES[i])) hp->stop_acc = i;
     hp->seed = (uint64_t)jnum(o, "seed", (double)hp->seed);
     return 0;
 }
@@ -74,17 +81,26 @@ int donto_sheaf_save(const donto_sheaf_model *m, const donto_graph *g, const don
                      const char *path, donto_err *err) {
     json_t *root = json_object();
     json_object_set_new(root, "format", json_string("donto-sheaf-checkpoint"));
-    json_object_set_new(root, "version", json_integer(1));
+    json_object_set_new(root, "version", json_integer(2));
     json_object_set_new(root, "family", json_string(donto_sheaf_family_name(m->hp.family)));
     json_object_set_new(root, "hparams", hp_json(&m->hp));
     json_t *gj = json_object();
     json_object_set_new(gj, "name", json_string(g ? g->name : ""));
     json_object_set_new(gj, "n", json_integer(m->n));
     json_object_set_new(gj, "f", json_integer(m->f));
-    json_object_set_new(gj, "nclass", json_integer(m->K));
+    json_object_set_new(gj, "nclass", json_integer(donto_sheaf_model_classes(m)));
     json_object_set_new(gj, "edges", json_integer(m->ne));
     json_object_set_new(gj, "fingerprint", json_string(g ? g->fingerprint : ""));
     json_object_set_new(root, "graph", gj);
+    json_t *tj = json_object();
+    json_object_set_new(tj, "kind", json_string(m->task == DONTO_TASK_EDGE ? "edge" : "node"));
+    json_object_set_new(tj, "classes", json_integer(donto_sheaf_model_classes(m)));
+    if (m->task == DONTO_TASK_EDGE) {
+        json_object_set_new(tj, "directed", json_boolean(m->directed));
+        json_object_set_new(tj, "decoder", json_string(m->directed ? "[h_u*h_v, |h_u-h_v|, h_u, h_v] -> MLP"
+                                                                   : "[h_u*h_v, |h_u-h_v|] -> MLP"));
+    }
+    json_object_set_new(root, "task", tj);
     if (m->origin.split >= 0) { /* the split the weights were trained on */
         json_object_set_new(root, "split", json_integer(m->origin.split));
         json_object_set_new(root, "split_fingerprint", json_string(m->origin.split_fingerprint));
@@ -130,8 +146,25 @@ donto_sheaf_model *donto_sheaf_load(const char *path, const donto_graph *g, dont
         donto_seterr(err, "%s: not a donto-sheaf checkpoint", path);
         goto out;
     }
+    json_int_t version = json_integer_value(json_object_get(root, "version"));
+    if (version > 2) {
+        donto_seterr(err, "%s: checkpoint version %d is newer than this reader (1 and 2)", path, (int)version);
+        goto out;
+    }
     if (hp_from_json(json_object_get(root, "hparams"), &hp, err)) goto out;
-    json_t *gj = json_object_get(root, "graph");
+    json_t *gj = json_object_get(root, "graph"), *tj = json_object_get(root, "task");
+    const char *kind = json_string_value(json_object_get(tj, "kind"));
+    int edge = kind && !strcmp(kind, "edge");
+    if (edge != (g->task_kind == DONTO_TASK_EDGE)) {
+        donto_seterr(err, "%s: a model for an %s task, but the graph's task is an %s task (--task?)", path,
+                     edge ? "edge" : "node", g->task_kind == DONTO_TASK_EDGE ? "edge" : "node");
+        goto out;
+    }
+    if (edge && jbool(tj, "directed", 0) != (g->directed != 0)) {
+        donto_seterr(err, "%s: a model for a %s edge task, the graph's is %s", path,
+                     jbool(tj, "directed", 0) ? "directed" : "undirected", g->directed ? "directed" : "undirected");
+        goto out;
+    }
     int f = (int)jnum(gj, "f", -1), K = (int)jnum(gj, "nclass", -1);
     if (f != g->f) {
         donto_seterr(err, "%s: trained on %d features, the graph has %d", path, f, g->f);
@@ -178,6 +211,8 @@ donto_sheaf_model *donto_sheaf_load(const char *path, const donto_graph *g, dont
     m->origin.split = json_is_integer(sp) && json_integer_value(sp) >= 0 && json_integer_value(sp) < INT_MAX
                           ? (int)json_integer_value(sp) : -1;
     snprintf(m->origin.split_fingerprint, sizeof m->origin.split_fingerprint, "%s", sfp ? sfp : "");
+    /* the edge loss's class weights are the trained split's (training set them) */
+    if (m->origin.split >= 0 && m->origin.split < g->nsplits) donto_sheaf_set_class_weights(m, g, m->origin.split);
     if (hp_out) *hp_out = m->hp;
     goto out;
 fail:

@@ -191,6 +191,13 @@ void donto_graph_fingerprint(donto_graph *g) {
     EVP_DigestUpdate(c, g->y, sizeof(int) * (size_t)g->n);
     EVP_DigestUpdate(c, g->eu, sizeof(int) * (size_t)g->ne);
     EVP_DigestUpdate(c, g->ev, sizeof(int) * (size_t)g->ne);
+    if (g->task_kind == DONTO_TASK_EDGE) { /* node-task digests stay what they were */
+        int th[4] = {g->task_kind, g->npairs, g->directed, g->nclass};
+        EVP_DigestUpdate(c, th, sizeof th);
+        EVP_DigestUpdate(c, g->pu, sizeof(int) * (size_t)g->npairs);
+        EVP_DigestUpdate(c, g->pv, sizeof(int) * (size_t)g->npairs);
+        EVP_DigestUpdate(c, g->pc, sizeof(int) * (size_t)g->npairs);
+    }
     EVP_DigestFinal_ex(c, h, &hl);
     EVP_MD_CTX_free(c);
     for (int i = 0; i < 32; i++) snprintf(g->fingerprint + 2 * i, 3, "%02x", h[i]);
@@ -198,16 +205,20 @@ void donto_graph_fingerprint(donto_graph *g) {
 
 void donto_graph_split_fingerprint(const donto_graph *g, int split, char out[65]) {
     out[0] = 0;
-    if (split < 0 || split >= g->nsplits || !g->train || !g->val || !g->test) return;
+    int edge = g->task_kind == DONTO_TASK_EDGE;
+    const uint8_t *tr = edge ? g->ptrain : g->train, *va = edge ? g->pval : g->val, *te = edge ? g->ptest : g->test;
+    int n = edge ? g->npairs : g->n; /* an edge task's masks are over its pairs */
+    if (split < 0 || split >= g->nsplits || !tr || !va || !te) return;
     EVP_MD_CTX *c = EVP_MD_CTX_new();
     unsigned char h[32];
     unsigned int hl = 0;
-    size_t off = (size_t)split * g->n;
+    size_t off = (size_t)split * n;
     EVP_DigestInit_ex(c, EVP_sha256(), NULL);
-    EVP_DigestUpdate(c, &g->n, sizeof g->n);
-    EVP_DigestUpdate(c, g->train + off, (size_t)g->n);
-    EVP_DigestUpdate(c, g->val + off, (size_t)g->n);
-    EVP_DigestUpdate(c, g->test + off, (size_t)g->n);
+    EVP_DigestUpdate(c, &n, sizeof n);
+    if (edge) EVP_DigestUpdate(c, "pairs", 5);
+    EVP_DigestUpdate(c, tr + off, (size_t)n);
+    EVP_DigestUpdate(c, va + off, (size_t)n);
+    EVP_DigestUpdate(c, te + off, (size_t)n);
     EVP_DigestFinal_ex(c, h, &hl);
     EVP_MD_CTX_free(c);
     for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
@@ -256,6 +267,7 @@ int donto_graph_from_arrays(donto_graph *g, int n, int f, const float *x, const 
 void donto_graph_free(donto_graph *g) {
     if (!g) return;
     free(g->x), free(g->y), free(g->eu), free(g->ev), free(g->train), free(g->val), free(g->test);
+    free(g->pu), free(g->pv), free(g->pc), free(g->ptrain), free(g->pval), free(g->ptest);
     if (g->ids)
         for (int i = 0; i < g->n; i++) free(g->ids[i]);
     free(g->ids);
@@ -308,6 +320,76 @@ int donto_graph_random(donto_graph *g, int n, int f, int nclass, long m, uint64_
         donto_graph_random_splits(g, 1, seed);
     }
     return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* edge tasks                                                            */
+
+int donto_graph_metric(const donto_graph *g) {
+    if (g->metric > DONTO_METRIC_DEFAULT && g->metric <= DONTO_METRIC_ROC_AUC) return g->metric;
+    return g->nclass == 2 ? DONTO_METRIC_ROC_AUC : DONTO_METRIC_MACRO_F1;
+}
+
+const char *donto_metric_name(int metric) {
+    switch (metric) {
+    case DONTO_METRIC_ACCURACY: return "accuracy";
+    case DONTO_METRIC_MACRO_F1: return "macro_f1";
+    case DONTO_METRIC_ROC_AUC: return "roc_auc";
+    }
+    return "default";
+}
+
+/* Random 60/20/20 splits of an edge task's pairs (a task without "splits"). */
+static int random_pair_splits(donto_graph *g, int nsplits, uint64_t seed, donto_err *err) {
+    size_t sz = (size_t)nsplits * (g->npairs ? g->npairs : 1);
+    free(g->ptrain), free(g->pval), free(g->ptest);
+    g->ptrain = galloc(sz, 1, "pair split masks", err), g->pval = galloc(sz, 1, "pair split masks", err);
+    g->ptest = galloc(sz, 1, "pair split masks", err);
+    int *ids = galloc(g->npairs, sizeof(int), "pair split shuffle", err);
+    if (!g->ptrain || !g->pval || !g->ptest || !ids) return free(ids), -1;
+    g->nsplits = nsplits;
+    for (int s = 0; s < nsplits; s++) {
+        int cnt = g->npairs;
+        for (int i = 0; i < cnt; i++) ids[i] = i;
+        for (int i = cnt - 1; i > 0; i--) {
+            int j = (int)(sheaf_mix64(seed * 7919 + (uint64_t)s * 104729 + i) % (uint64_t)(i + 1));
+            int t = ids[i];
+            ids[i] = ids[j], ids[j] = t;
+        }
+        int ntr = (int)(0.6 * cnt), nva = (int)(0.2 * cnt);
+        for (int i = 0; i < cnt; i++) {
+            uint8_t *dst = i < ntr ? g->ptrain : i < ntr + nva ? g->pval : g->ptest;
+            dst[(size_t)s * g->npairs + ids[i]] = 1;
+        }
+    }
+    free(ids);
+    return 0;
+}
+
+int donto_graph_random_pairs(donto_graph *g, int npairs, int nclass, int directed, uint64_t seed, donto_err *err) {
+    if (npairs < 1 || nclass < 2 || g->n < 2) return donto_seterr(err, "random pairs: bad sizes");
+    free(g->train), free(g->val), free(g->test);
+    g->train = g->val = g->test = NULL;
+    free(g->pu), free(g->pv), free(g->pc);
+    g->pu = galloc(npairs, sizeof(int), "pairs", err), g->pv = galloc(npairs, sizeof(int), "pairs", err);
+    g->pc = galloc(npairs, sizeof(int), "pairs", err);
+    if (!g->pu || !g->pv || !g->pc) return -1;
+    for (int i = 0; i < g->n; i++) g->y[i] = -1;
+    for (int p = 0; p < npairs; p++) {
+        int u = (int)(sheaf_mix64(seed * 131 + 3 * (uint64_t)p) % (uint64_t)g->n);
+        int v = (int)(sheaf_mix64(seed * 131 + 3 * (uint64_t)p + 1) % (uint64_t)(g->n - 1));
+        g->pu[p] = u, g->pv[p] = v >= u ? v + 1 : v;
+        /* imbalanced on purpose (class c drawn with weight c + 1), so that class weights matter */
+        uint64_t r = sheaf_mix64(seed * 131 + 3 * (uint64_t)p + 2) % (uint64_t)(nclass * (nclass + 1) / 2);
+        int c = 0;
+        while (r >= (uint64_t)(c + 1)) r -= (uint64_t)(c + 1), c++;
+        g->pc[p] = c;
+    }
+    g->task_kind = DONTO_TASK_EDGE, g->npairs = npairs, g->nclass = nclass, g->directed = directed != 0;
+    g->metric = DONTO_METRIC_DEFAULT;
+    if (random_pair_splits(g, 1, seed, err)) return -1;
+    donto_graph_fingerprint(g);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -517,11 +599,135 @@ static int load_geom_gcn(donto_graph *g, const char *root, const char *name, don
 /* ------------------------------------------------------------------ */
 /* donto-sheaf export format (JSON)                                      */
 
-typedef struct { const char **ids; int n; } idmap;
+/* Node ids -> indices: ids in file order, ord the indices sorted by id (binary search). */
+typedef struct { const char **ids; int n; int *ord; } idmap;
+static const char **cmp_ids; /* qsort has no context argument; the loader is not reentrant here */
+static int cmp_ord(const void *a, const void *b) { return strcmp(cmp_ids[*(const int *)a], cmp_ids[*(const int *)b]); }
+/* Sort; the first duplicate id, or NULL. */
+static const char *id_index(idmap *m) {
+    for (int i = 0; i < m->n; i++) m->ord[i] = i;
+    cmp_ids = m->ids;
+    qsort(m->ord, (size_t)m->n, sizeof(int), cmp_ord);
+    for (int i = 1; i < m->n; i++)
+        if (!strcmp(m->ids[m->ord[i]], m->ids[m->ord[i - 1]])) return m->ids[m->ord[i]];
+    return NULL;
+}
 static int id_find(const idmap *m, const char *id) {
-    for (int i = 0; i < m->n; i++) /* linear: exports are loaded once; see docs for sizes */
-        if (!strcmp(m->ids[i], id)) return i;
+    int lo = 0, hi = m->n - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(m->ids[m->ord[mid]], id);
+        if (!c) return m->ord[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
     return -1;
+}
+
+/* A class given as an index into classes (or any index without classes) or as a name; -1 if neither. */
+static int class_of(json_t *val, json_t *classes, int nclass) {
+    if (json_is_integer(val)) {
+        json_int_t c = json_integer_value(val);
+        return c >= 0 && (!nclass || c < nclass) && c < 1000000 ? (int)c : -1;
+    }
+    if (json_is_string(val) && classes)
+        for (size_t c = 0; c < json_array_size(classes); c++) {
+            const char *cn = json_string_value(json_array_get(classes, c));
+            if (cn && !strcmp(cn, json_string_value(val))) return (int)c;
+        }
+    return -1;
+}
+
+/* "metric": absent -> DEFAULT; otherwise one of the names, or -1. */
+static int metric_of(json_t *v) {
+    const char *s = json_string_value(v);
+    if (!v) return DONTO_METRIC_DEFAULT;
+    if (!s) return -1;
+    if (!strcmp(s, "accuracy")) return DONTO_METRIC_ACCURACY;
+    if (!strcmp(s, "macro_f1")) return DONTO_METRIC_MACRO_F1;
+    if (!strcmp(s, "roc_auc")) return DONTO_METRIC_ROC_AUC;
+    return -1;
+}
+
+/* The edge task of an export file (version 2) into g, whose nodes are loaded: pairs [src, dst,
+ * class] (ids, class index or name), directed, splits as index lists into pairs. Errors name the
+ * file, the task and the field (tasks[i].pairs[j][k], tasks[i].splits[s].val[j]). */
+static int load_edge_task(donto_graph *g, json_t *task, int ti, const idmap *im, const char *path, donto_err *err) {
+    const char *tn = json_string_value(json_object_get(task, "name"));
+    char where[160];
+    snprintf(where, sizeof where, "%s: tasks[%d] '%s'", path, ti, tn ? tn : "?");
+    json_t *classes = json_object_get(task, "classes"), *pairs = json_object_get(task, "pairs");
+    json_t *dir = json_object_get(task, "directed");
+    if (classes && !json_is_array(classes)) return donto_seterr(err, "%s: \"classes\" must be an array of names", where);
+    int nclass = classes ? (int)json_array_size(classes) : 0;
+    if (!json_is_array(pairs) || !json_array_size(pairs))
+        return donto_seterr(err, "%s: an edge task needs a non-empty \"pairs\" array of [src, dst, class]", where);
+    if (json_object_get(task, "labels"))
+        return donto_seterr(err, "%s: an edge task has \"pairs\", not \"labels\"", where);
+    if (dir && !json_is_boolean(dir)) return donto_seterr(err, "%s: \"directed\" must be true or false", where);
+    int metric = metric_of(json_object_get(task, "metric"));
+    if (metric < 0) return donto_seterr(err, "%s: \"metric\" must be \"macro_f1\", \"roc_auc\" or \"accuracy\"", where);
+    if ((size_t)json_array_size(pairs) > (size_t)INT32_MAX / 4) return donto_seterr(err, "%s: too many pairs", where);
+    int np = (int)json_array_size(pairs);
+    g->pu = galloc(np, sizeof(int), "pairs", err), g->pv = galloc(np, sizeof(int), "pairs", err);
+    g->pc = galloc(np, sizeof(int), "pairs", err);
+    if (!g->pu || !g->pv || !g->pc) return -1;
+    int mx = -1;
+    for (int p = 0; p < np; p++) {
+        json_t *t = json_array_get(pairs, p);
+        if (!json_is_array(t) || json_array_size(t) != 3)
+            return donto_seterr(err, "%s: pairs[%d] must be [src, dst, class]", where, p);
+        const char *a = json_string_value(json_array_get(t, 0)), *b = json_string_value(json_array_get(t, 1));
+        int u = a ? id_find(im, a) : -1, v = b ? id_find(im, b) : -1;
+        if (u < 0) return donto_seterr(err, "%s: pairs[%d][0]: unknown node '%s'", where, p, a ? a : "(not a string)");
+        if (v < 0) return donto_seterr(err, "%s: pairs[%d][1]: unknown node '%s'", where, p, b ? b : "(not a string)");
+        if (u == v) return donto_seterr(err, "%s: pairs[%d]: a node paired with itself ('%s')", where, p, a);
+        int c = class_of(json_array_get(t, 2), classes, nclass);
+        if (c < 0) {
+            char *cs = json_dumps(json_array_get(t, 2), JSON_ENCODE_ANY);
+            donto_seterr(err, "%s: pairs[%d][2]: %s is not a class index or name (%d classes)", where, p, cs ? cs : "?",
+                         nclass);
+            free(cs);
+            return -1;
+        }
+        g->pu[p] = u, g->pv[p] = v, g->pc[p] = c;
+        if (c > mx) mx = c;
+    }
+    g->task_kind = DONTO_TASK_EDGE, g->npairs = np, g->directed = json_is_true(dir);
+    g->nclass = nclass > mx ? nclass : mx + 1;
+    g->metric = metric;
+    if (g->nclass < 2) return donto_seterr(err, "%s: an edge task needs at least two classes", where);
+    free(g->train), free(g->val), free(g->test);
+    g->train = g->val = g->test = NULL;
+    json_t *splits = json_object_get(task, "splits");
+    if (splits && !json_is_array(splits)) return donto_seterr(err, "%s: \"splits\" must be an array", where);
+    if (!json_array_size(splits)) return random_pair_splits(g, 10, 0, err);
+    int ns = (int)json_array_size(splits);
+    size_t sz = (size_t)ns * np;
+    g->nsplits = ns;
+    g->ptrain = galloc(sz, 1, "pair split masks", err), g->pval = galloc(sz, 1, "pair split masks", err);
+    g->ptest = galloc(sz, 1, "pair split masks", err);
+    if (!g->ptrain || !g->pval || !g->ptest) return -1;
+    static const char *const keys[3] = {"train", "val", "test"};
+    uint8_t *dstm[3] = {g->ptrain, g->pval, g->ptest};
+    for (int s = 0; s < ns; s++)
+        for (int k = 0; k < 3; k++) {
+            json_t *arr = json_object_get(json_array_get(splits, s), keys[k]);
+            if (arr && !json_is_array(arr))
+                return donto_seterr(err, "%s: splits[%d].%s must be an array of pair indices", where, s, keys[k]);
+            for (size_t i = 0; i < json_array_size(arr); i++) {
+                json_t *iv = json_array_get(arr, i);
+                json_int_t q = json_is_integer(iv) ? json_integer_value(iv) : -1;
+                if (q < 0 || q >= np)
+                    return donto_seterr(err, "%s: splits[%d].%s[%zu]: %s is not a pair index (0..%d)", where, s, keys[k],
+                                        i, json_is_integer(iv) ? "it" : "not an integer: it", np - 1);
+                for (int o = 0; o < 3; o++)
+                    if (dstm[o][(size_t)s * np + q])
+                        return donto_seterr(err, "%s: splits[%d].%s[%zu]: pair %d is already in %s", where, s, keys[k],
+                                            i, (int)q, keys[o]);
+                dstm[k][(size_t)s * np + q] = 1;
+            }
+        }
+    return 0;
 }
 
 static int load_export(donto_graph *g, const char *path, const char *task_name, donto_err *err) {
@@ -539,8 +745,9 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
         donto_seterr(err, "%s: \"format\" must be \"donto-sheaf-graph\"", path);
         goto out;
     }
-    if (json_integer_value(json_object_get(root, "version")) != 1) {
-        donto_seterr(err, "%s: unsupported version (this reader knows version 1)", path);
+    json_int_t version = json_integer_value(json_object_get(root, "version"));
+    if (version != 1 && version != 2) {
+        donto_seterr(err, "%s: unsupported version (this reader knows versions 1 and 2)", path);
         goto out;
     }
     if (!json_is_array(nodes) || json_array_size(nodes) == 0 || !json_is_array(edges)) {
@@ -548,7 +755,8 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
         goto out;
     }
     int n = (int)json_array_size(nodes), f = (int)json_integer_value(json_object_get(root, "feature_dim"));
-    if (!(im.ids = galloc(n, sizeof(char *), "node ids", err))) goto out;
+    if (!(im.ids = galloc(n, sizeof(char *), "node ids", err)) || !(im.ord = galloc(n, sizeof(int), "node ids", err)))
+        goto out;
     for (int i = 0; i < n; i++) {
         json_t *nd = json_array_get(nodes, i), *fe = json_object_get(nd, "features");
         const char *id = json_string_value(json_object_get(nd, "id"));
@@ -583,11 +791,11 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
             x[(size_t)i * f + j] = (float)json_number_value(v);
         }
     }
-    for (int i = 1; i < n; i++)
-        if (id_find(&(idmap){im.ids, i}, im.ids[i]) >= 0) {
-            donto_seterr(err, "%s: duplicate node id '%s'", path, im.ids[i]);
-            goto out;
-        }
+    const char *dup = id_index(&im);
+    if (dup) {
+        donto_seterr(err, "%s: duplicate node id '%s'", path, dup);
+        goto out;
+    }
     int m = (int)json_array_size(edges);
     src = galloc(m, sizeof(int), "the edge list", err), dst = galloc(m, sizeof(int), "the edge list", err);
     if (!src || !dst) goto out;
@@ -603,12 +811,13 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
     if (!(y = galloc(n, sizeof(int), "node labels", err))) goto out;
     for (int i = 0; i < n; i++) y[i] = -1;
     json_t *task = NULL;
+    int task_i = -1;
     if (json_is_array(tasks)) {
         for (size_t i = 0; i < json_array_size(tasks); i++) {
             json_t *t = json_array_get(tasks, i);
             const char *tn = json_string_value(json_object_get(t, "name"));
             if (!task_name || (tn && !strcmp(tn, task_name))) {
-                task = t;
+                task = t, task_i = (int)i;
                 break;
             }
         }
@@ -617,10 +826,28 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
         donto_seterr(err, "%s: no task named '%s'", path, task_name);
         goto out;
     }
+    int edge_task = 0, metric = DONTO_METRIC_DEFAULT;
+    if (task) {
+        json_t *kind = json_object_get(task, "kind");
+        const char *ks = json_string_value(kind);
+        if (kind && (!ks || (strcmp(ks, "node") && strcmp(ks, "edge")))) {
+            donto_seterr(err, "%s: tasks[%d].kind must be \"node\" or \"edge\"", path, task_i);
+            goto out;
+        }
+        edge_task = ks && !strcmp(ks, "edge");
+        if (edge_task && version < 2) {
+            donto_seterr(err, "%s: tasks[%d] is an edge task, which needs \"version\": 2", path, task_i);
+            goto out;
+        }
+        if ((metric = metric_of(json_object_get(task, "metric"))) < 0) {
+            donto_seterr(err, "%s: tasks[%d].metric must be \"macro_f1\", \"roc_auc\" or \"accuracy\"", path, task_i);
+            goto out;
+        }
+    }
     int nclass = 0;
     json_t *classes = task ? json_object_get(task, "classes") : NULL;
     if (json_is_array(classes)) nclass = (int)json_array_size(classes);
-    if (task) {
+    if (task && !edge_task) {
         json_t *labels = json_object_get(task, "labels");
         const char *key;
         json_t *val;
@@ -650,6 +877,16 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
         goto out;
     }
     for (int i = 0; i < n; i++) g->ids[i] = donto_xstrdup(im.ids[i]);
+    g->metric = metric;
+    if (edge_task) {
+        if (load_edge_task(g, task, task_i, &im, path, err)) {
+            donto_graph_free(g);
+            goto out;
+        }
+        donto_graph_fingerprint(g);
+        rc = 0;
+        goto out;
+    }
     json_t *splits = task ? json_object_get(task, "splits") : NULL;
     if (json_is_array(splits) && json_array_size(splits) > 0) {
         int ns = (int)json_array_size(splits);
@@ -681,7 +918,7 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
     }
     rc = 0;
 out:
-    free(im.ids), free(x), free(y), free(src), free(dst);
+    free(im.ids), free(im.ord), free(x), free(y), free(src), free(dst);
     json_decref(root);
     return rc;
 }

@@ -7,6 +7,9 @@
  *   NSD: x -> input head (heads.c) -> L diffusion layers (diffusion.c, which runs learner.c
  *        and laplacian.c) -> output head (heads.c) -> log-softmax + NLL
  *   GCN: x -> gcn.c -> log-softmax + NLL
+ *   MLP: x -> mlp.c -> log-softmax + NLL        (the baseline without the graph)
+ *   edge tasks: any of the above up to its logits [N][K] (K = hidden: the node representation)
+ *        -> decoder.c (pair features, 2-layer MLP) -> log-softmax + class-weighted NLL on pairs
  *
  * Shapes: see include/donto/sheaf.h. Everything graph-shaped runs over the edge list
  * or its per-node CSR; each output element is written by exactly one loop iteration
@@ -88,6 +91,7 @@ void donto_sheaf_hp_default(donto_sheaf_hp *hp) {
     hp->edge_weights = 1;
     hp->lr = 0.01f, hp->weight_decay = 5e-4f, hp->sheaf_decay = -1.0f; /* < 0: = weight_decay */
     hp->epochs = 1500, hp->patience = 200;
+    hp->stop_acc = DONTO_STOP_AUTO;
     hp->seed = 43;
 }
 
@@ -97,6 +101,7 @@ const char *donto_sheaf_family_name(int family) {
     case DONTO_SHEAF_ORTH: return "orth";
     case DONTO_SHEAF_GENERAL: return "general";
     case DONTO_SHEAF_GCN: return "gcn";
+    case DONTO_SHEAF_MLP: return "mlp";
     }
     return "?";
 }
@@ -108,6 +113,7 @@ int donto_sheaf_family_parse(const char *s, int *family, int *orth) {
     else if (!strcmp(s, "cayley")) *family = DONTO_SHEAF_ORTH, *orth = DONTO_ORTH_CAYLEY;
     else if (!strcmp(s, "general") || !strcmp(s, "gen")) *family = DONTO_SHEAF_GENERAL;
     else if (!strcmp(s, "gcn")) *family = DONTO_SHEAF_GCN;
+    else if (!strcmp(s, "mlp")) *family = DONTO_SHEAF_MLP;
     else return -1;
     return 0;
 }
@@ -119,6 +125,22 @@ float *donto_sheaf_params(donto_sheaf_model *m, size_t *np) {
     return m->p;
 }
 float *donto_sheaf_grads(donto_sheaf_model *m) { return m->g; }
+int donto_sheaf_model_task(const donto_sheaf_model *m) { return m->task; }
+int donto_sheaf_model_classes(const donto_sheaf_model *m) { return m->task == DONTO_TASK_EDGE ? m->Kc : m->K; }
+const float *donto_sheaf_class_weights(const donto_sheaf_model *m) { return m->cw; }
+
+void donto_sheaf_set_class_weights(donto_sheaf_model *m, const donto_graph *g, int split) {
+    int K = donto_sheaf_model_classes(m);
+    for (int c = 0; c < K; c++) m->cw[c] = 1.0f;
+    if (m->task != DONTO_TASK_EDGE || g->npairs != m->npairs || split < 0 || split >= g->nsplits || !g->ptrain) return;
+    long *cnt = sheaf_xalloc((size_t)K, sizeof(long), "class counts"), tot = 0;
+    const uint8_t *mask = g->ptrain + (size_t)split * g->npairs;
+    for (int p = 0; p < g->npairs; p++)
+        if (mask[p] && g->pc[p] >= 0 && g->pc[p] < K) cnt[g->pc[p]]++, tot++;
+    for (int c = 0; c < K; c++) m->cw[c] = cnt[c] ? (float)((double)tot / ((double)K * cnt[c])) : 0.0f;
+    free(cnt);
+}
+
 const donto_sheaf_tensor *donto_sheaf_tensors(const donto_sheaf_model *m, int *count) {
     *count = m->nt;
     return m->t;
@@ -171,13 +193,23 @@ static void model_alloc(donto_sheaf_model *m, ckalloc *c, int **fill) {
     size_t dd = (size_t)m->d * m->d, dpb = m->dense ? (size_t)m->dp * m->dp : (size_t)m->dp;
     m->logits = FBUF((size_t)n * m->K, "logits"), m->logp = FBUF((size_t)n * m->K, "log-probabilities");
     {
-        int out0 = hp->family == DONTO_SHEAF_GCN ? (L == 1 ? m->K : m->C) : m->H;
+        int out0 = hp->family == DONTO_SHEAF_GCN || hp->family == DONTO_SHEAF_MLP ? (L == 1 ? m->K : m->C) : m->H;
         m->WT = FBUF((size_t)m->f * out0, "first-layer weight (transposed)");
         m->dWT = FBUF((size_t)m->f * out0, "first-layer gradient (transposed)");
     }
     m->inmask = BBUF((size_t)n * m->f, "input dropout mask");
     if (hp->input_dropout > 0) m->xin = FBUF((size_t)n * m->f, "dropped-out input features");
-    if (hp->family == DONTO_SHEAF_GCN) {
+    if (m->task == DONTO_TASK_EDGE) {
+        size_t P = (size_t)m->npairs;
+        m->pz = FBUF(P * m->Zd, "pair features"), m->dz_in = FBUF(P * m->Zd, "pair feature gradients");
+        m->pa = FBUF(P * m->Hd, "decoder activations"), m->pr = FBUF(P * m->Hd, "decoder activations");
+        m->da = FBUF(P * m->Hd, "decoder gradients"), m->dr = FBUF(P * m->Hd, "decoder gradients");
+        m->plogits = FBUF(P * m->Kc, "pair logits"), m->plogp = FBUF(P * m->Kc, "pair log-probabilities");
+        m->dplogits = FBUF(P * m->Kc, "pair logit gradients");
+        m->demb = FBUF((size_t)n * m->K, "node representation gradients");
+    }
+    m->cw = FBUF(m->task == DONTO_TASK_EDGE ? m->Kc : m->K, "class weights");
+    if (hp->family == DONTO_SHEAF_GCN || hp->family == DONTO_SHEAF_MLP) {
         m->gH = donto_xcalloc(L, sizeof(float *)), m->gA = donto_xcalloc(L, sizeof(float *));
         m->gT = donto_xcalloc(L, sizeof(float *)), m->gmask = donto_xcalloc(L, sizeof(uint8_t *));
         for (int l = 0; l < L; l++) {
@@ -230,12 +262,15 @@ static void model_alloc(donto_sheaf_model *m, ckalloc *c, int **fill) {
 donto_sheaf_model *donto_sheaf_model_new(const donto_sheaf_hp *hp, const donto_graph *g, donto_err *err) {
     if (hp->layers < 1 || hp->layers > 64) return donto_seterr(err, "layers must be in 1..64 (got %d)", hp->layers), NULL;
     if (hp->hidden < 1) return donto_seterr(err, "hidden must be >= 1 (got %d)", hp->hidden), NULL;
-    if (hp->family != DONTO_SHEAF_GCN && (hp->d < 1 || hp->d > SHEAF_MAX_D - 2))
+    int simple = hp->family == DONTO_SHEAF_GCN || hp->family == DONTO_SHEAF_MLP; /* no stalks */
+    if (!simple && (hp->d < 1 || hp->d > SHEAF_MAX_D - 2))
         return donto_seterr(err, "d must be in 1..%d (got %d)", SHEAF_MAX_D - 2, hp->d), NULL;
-    if (hp->family < 0 || hp->family > DONTO_SHEAF_GCN) return donto_seterr(err, "unknown family %d", hp->family), NULL;
+    if (hp->family < 0 || hp->family > DONTO_SHEAF_MLP) return donto_seterr(err, "unknown family %d", hp->family), NULL;
     if (hp->input_dropout < 0 || hp->input_dropout >= 1 || hp->dropout < 0 || hp->dropout >= 1)
         return donto_seterr(err, "dropout must be in [0, 1)"), NULL;
     if (g->n < 1 || g->f < 1 || g->nclass < 2) return donto_seterr(err, "graph needs nodes, features and >= 2 classes"), NULL;
+    if (g->task_kind == DONTO_TASK_EDGE && (g->npairs < 1 || !g->pu || !g->pv || !g->pc))
+        return donto_seterr(err, "the graph's edge task has no pairs"), NULL;
 
     donto_sheaf_model *m = donto_xcalloc(1, sizeof *m);
     m->hp = *hp;
@@ -245,8 +280,14 @@ donto_sheaf_model *donto_sheaf_model_new(const donto_sheaf_hp *hp, const donto_g
     m->n = g->n, m->f = g->f, m->K = g->nclass;
     m->L = hp->layers;
     m->C = hp->hidden;
-    m->d = hp->family == DONTO_SHEAF_GCN ? 1 : hp->d;
-    m->dp = hp->family == DONTO_SHEAF_GCN ? 1 : hp->d + (hp->add_lp ? 1 : 0) + (hp->add_hp ? 1 : 0);
+    m->task = g->task_kind == DONTO_TASK_EDGE ? DONTO_TASK_EDGE : DONTO_TASK_NODE;
+    if (m->task == DONTO_TASK_EDGE) { /* the encoder's output: node representations of width C */
+        m->Kc = g->nclass, m->K = m->C, m->Hd = m->C;
+        m->directed = g->directed != 0, m->npairs = g->npairs;
+        m->Zd = (m->directed ? 4 : 2) * m->K;
+    }
+    m->d = simple ? 1 : hp->d;
+    m->dp = simple ? 1 : hp->d + (hp->add_lp ? 1 : 0) + (hp->add_hp ? 1 : 0);
     m->H = m->dp * m->C;
     m->P = learner_outputs(&m->hp);
     m->dense = hp->family == DONTO_SHEAF_ORTH || hp->family == DONTO_SHEAF_GENERAL;
@@ -255,6 +296,7 @@ donto_sheaf_model *donto_sheaf_model_new(const donto_sheaf_hp *hp, const donto_g
 
     /* parameter table */
     m->i_lin1w = m->i_lin1b = m->i_lin12w = m->i_lin12b = m->i_lin2w = m->i_lin2b = -1;
+    m->i_dec0w = m->i_dec0b = m->i_dec1w = m->i_dec1b = -1;
     m->i_learn = donto_xmalloc(sizeof(int) * L), m->i_wlearn = donto_xmalloc(sizeof(int) * L);
     m->i_left = donto_xmalloc(sizeof(int) * L), m->i_right = donto_xmalloc(sizeof(int) * L);
     m->i_eps = donto_xmalloc(sizeof(int) * L);
@@ -262,12 +304,13 @@ donto_sheaf_model *donto_sheaf_model_new(const donto_sheaf_hp *hp, const donto_g
     for (int t = 0; t < L; t++)
         m->i_learn[t] = m->i_wlearn[t] = m->i_left[t] = m->i_right[t] = m->i_eps[t] = m->i_gcnw[t] = m->i_gcnb[t] = -1;
     char nm[48];
-    if (hp->family == DONTO_SHEAF_GCN) {
+    if (simple) {
+        const char *pre = hp->family == DONTO_SHEAF_GCN ? "gcn" : "mlp";
         for (int l = 0; l < L; l++) {
             int in = l == 0 ? m->f : m->C, out = l == L - 1 ? m->K : m->C;
-            snprintf(nm, sizeof nm, "gcn.%d.weight", l);
+            snprintf(nm, sizeof nm, "%s.%d.weight", pre, l);
             m->i_gcnw[l] = add_tensor(m, nm, out, in, 0);
-            snprintf(nm, sizeof nm, "gcn.%d.bias", l);
+            snprintf(nm, sizeof nm, "%s.%d.bias", pre, l);
             m->i_gcnb[l] = add_tensor(m, nm, 1, out, 0);
         }
     } else {
@@ -297,6 +340,12 @@ donto_sheaf_model *donto_sheaf_model_new(const donto_sheaf_hp *hp, const donto_g
         }
         m->i_lin2w = add_tensor(m, "lin2.weight", m->K, m->H, 0);
         m->i_lin2b = add_tensor(m, "lin2.bias", 1, m->K, 0);
+    }
+    if (m->task == DONTO_TASK_EDGE) {
+        m->i_dec0w = add_tensor(m, "dec.0.weight", m->Hd, m->Zd, 0);
+        m->i_dec0b = add_tensor(m, "dec.0.bias", 1, m->Hd, 0);
+        m->i_dec1w = add_tensor(m, "dec.1.weight", m->Kc, m->Hd, 0);
+        m->i_dec1b = add_tensor(m, "dec.1.bias", 1, m->Kc, 0);
     }
 
     /* every graph-sized buffer, before any work */
@@ -351,6 +400,7 @@ donto_sheaf_model *donto_sheaf_model_new(const donto_sheaf_hp *hp, const donto_g
             init_uniform(w, t->size, t->cols, &r);
         }
     }
+    donto_sheaf_set_class_weights(m, g, 0);
     /* small graphs: one thread (team start-up would cost more than the work) */
     m->nthreads = (size_t)n * m->H * (size_t)(m->P + m->dp + 4) + (size_t)m->ne * m->dp * m->dp * m->C < 2000000 ? 1 : 0;
     return m;
@@ -383,6 +433,8 @@ void donto_sheaf_model_free(donto_sheaf_model *m) {
     free(m->rowsum), free(m->colsum), free(m->dlogit);
     sheaf_xsparse_free(m);
     free(m->WT), free(m->dWT);
+    free(m->pz), free(m->dz_in), free(m->pa), free(m->pr), free(m->da), free(m->dr);
+    free(m->plogits), free(m->plogp), free(m->dplogits), free(m->demb), free(m->cw);
     free(m);
 }
 
@@ -412,12 +464,30 @@ double donto_sheaf_forward(donto_sheaf_model *m, const donto_graph *g, int train
     if (m->nthreads) omp_set_num_threads(m->nthreads);
     sheaf_input_dropout(m, g);
     if (m->hp.family == DONTO_SHEAF_GCN) sheaf_gcn_forward(m, g);
+    else if (m->hp.family == DONTO_SHEAF_MLP) sheaf_mlp_forward(m, g);
     else nsd_forward(m, g);
-    double loss = sheaf_logsoftmax_nll(m->logp, m->logits, g->y, mask, m->n, m->K);
+    double loss;
+    if (m->task == DONTO_TASK_EDGE) {
+        if (g->npairs != m->npairs || !g->pc) { /* the model was built for this graph (model_new) */
+            fprintf(stderr, "donto-sheaf: edge model of %d pairs run on a graph with %d\n", m->npairs, g->npairs);
+            abort();
+        }
+        sheaf_decoder_forward(m, g);
+        loss = sheaf_weighted_nll(m->plogp, m->plogits, g->pc, m->cw, mask, m->npairs, m->Kc);
+    } else {
+        loss = sheaf_logsoftmax_nll(m->logp, m->logits, g->y, mask, m->n, m->K);
+    }
     if (m->nthreads) omp_set_num_threads(saved);
     sheaf_blas_single_end(blas);
-    if (logp) *logp = m->logp;
+    if (logp) *logp = m->task == DONTO_TASK_EDGE ? m->plogp : m->logp;
     return loss;
+}
+
+/* the encoder's backward from dlogits [N][K] */
+static void encoder_backward(donto_sheaf_model *m, const donto_graph *g, float *dlogits) {
+    if (m->hp.family == DONTO_SHEAF_GCN) sheaf_gcn_backward(m, g, dlogits);
+    else if (m->hp.family == DONTO_SHEAF_MLP) sheaf_mlp_backward(m, g, dlogits);
+    else nsd_backward(m, g, dlogits);
 }
 
 void donto_sheaf_backward_from(donto_sheaf_model *m, const donto_graph *g, const float *dlogp) {
@@ -425,16 +495,35 @@ void donto_sheaf_backward_from(donto_sheaf_model *m, const donto_graph *g, const
     int saved = omp_get_max_threads(), blas = sheaf_blas_single_begin();
     if (m->nthreads) omp_set_num_threads(m->nthreads);
     memset(m->g, 0, sizeof(float) * m->np);
-    float *dlogits = sheaf_xalloc((size_t)n * K, sizeof(float), "logit gradients");
-    sheaf_logsoftmax_backward(dlogits, dlogp, m->logp, n, K);
-    if (m->hp.family == DONTO_SHEAF_GCN) sheaf_gcn_backward(m, g, dlogits);
-    else nsd_backward(m, g, dlogits);
-    free(dlogits);
+    if (m->task == DONTO_TASK_EDGE) {
+        sheaf_logsoftmax_backward(m->dplogits, dlogp, m->plogp, m->npairs, m->Kc);
+        sheaf_decoder_backward(m, g);
+        encoder_backward(m, g, m->demb);
+    } else {
+        float *dlogits = sheaf_xalloc((size_t)n * K, sizeof(float), "logit gradients");
+        sheaf_logsoftmax_backward(dlogits, dlogp, m->logp, n, K);
+        encoder_backward(m, g, dlogits);
+        free(dlogits);
+    }
     if (m->nthreads) omp_set_num_threads(saved);
     sheaf_blas_single_end(blas);
 }
 
 void donto_sheaf_backward(donto_sheaf_model *m, const donto_graph *g, const uint8_t *mask) {
+    if (m->task == DONTO_TASK_EDGE) { /* d/dlogp of sum_i w[y_i] (-logp_i[y_i]) / sum_i w[y_i] */
+        int P = m->npairs, K = m->Kc;
+        double den = 0;
+        for (int p = 0; p < P; p++)
+            if ((!mask || mask[p]) && g->pc[p] >= 0 && g->pc[p] < K) den += m->cw[g->pc[p]];
+        float *dlogp = sheaf_xalloc((size_t)P * K, sizeof(float), "log-probability gradients");
+        if (den > 0)
+            for (int p = 0; p < P; p++)
+                if ((!mask || mask[p]) && g->pc[p] >= 0 && g->pc[p] < K)
+                    dlogp[(size_t)p * K + g->pc[p]] = (float)(-m->cw[g->pc[p]] / den);
+        donto_sheaf_backward_from(m, g, dlogp);
+        free(dlogp);
+        return;
+    }
     int n = m->n, K = m->K;
     long cnt = 0;
     for (int v = 0; v < n; v++)

@@ -10,6 +10,9 @@
  *                (Householder, Cayley)
  *   laplacian.c  normalised sheaf Laplacian blocks (Diag, O(d), General, fixed dims); Z = L Y
  *   gcn.c        the GCN baseline
+ *   mlp.c        the MLP baseline (node features only, no graph)
+ *   decoder.c    the edge decoder (pair features, 2-layer MLP) and the class-weighted NLL
+ *   metrics.c    accuracy / macro-F1 / ROC-AUC / average precision
  *   dense.c      BLAS products split over the OpenMP team, linear, dropout
  *   graph.c, train.c, ckpt.c: graphs, the trainer, checkpoints
  *
@@ -119,6 +122,16 @@ struct donto_sheaf_model {
     /* backward scratch */
     float *dX, *dtmp, *dtmp2, *dxm, *dLd, *dLo, *dmz, *dS, *dD, *dQ, *gsu, *gsv;
     float *rowsum, *colsum, *dlogit;
+    /* edge task (decoder.c): the encoder's output logits [N][K] (K = hidden) is the node
+     * representation h; pairs p = (u, v, class) of the graph's task */
+    int task;              /* DONTO_TASK_* */
+    int Kc, Zd, Hd;        /* pair classes, decoder input 2K (4K directed), decoder hidden */
+    int directed, npairs;
+    int i_dec0w, i_dec0b, i_dec1w, i_dec1b;
+    float *cw;             /* [Kc] class weights (all 1 for node tasks) */
+    float *dz_in, *da, *dr, *pz, *pa, *pr; /* [P][Zd], [P][Hd] x2 (grads), [P][Zd], [P][Hd] x2 */
+    float *plogits, *plogp, *dplogits;     /* [P][Kc] */
+    float *demb;           /* [N][K] gradient wrt the node representation */
 };
 
 /* Parameter tensor i of model m: values and gradient. */
@@ -252,5 +265,21 @@ void sheaf_lap_grad_blocks(donto_sheaf_model *m, const float *dZ, const float *Y
 
 void sheaf_gcn_forward(donto_sheaf_model *m, const donto_graph *g);
 void sheaf_gcn_backward(donto_sheaf_model *m, const donto_graph *g, float *dlogits);
+
+/* ---- mlp.c: x -> L linear layers (ReLU + dropout between) -> logits [N][K] ---- */
+
+void sheaf_mlp_forward(donto_sheaf_model *m, const donto_graph *g);
+void sheaf_mlp_backward(donto_sheaf_model *m, const donto_graph *g, float *dlogits);
+
+/* ---- decoder.c ---- */
+
+/* h = m->logits [N][K] and the graph's pairs -> m->plogits [P][Kc] */
+void sheaf_decoder_forward(donto_sheaf_model *m, const donto_graph *g);
+/* m->dplogits [P][Kc] -> dec.* gradients (accumulated), m->demb [N][K] (overwritten) */
+void sheaf_decoder_backward(donto_sheaf_model *m, const donto_graph *g);
+/* logp = log_softmax(logits) [n][K]; the class-weighted mean NLL over mask (all when NULL):
+ * sum_i w[y_i] (-logp_i[y_i]) / sum_i w[y_i] (torch's cross_entropy(weight=w)). */
+double sheaf_weighted_nll(float *logp, const float *logits, const int *y, const float *w, const uint8_t *mask,
+                          int n, int K);
 
 #endif

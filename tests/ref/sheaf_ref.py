@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch reference of donto's Neural Sheaf Diffusion models (Diag, O(d) Householder /
-Cayley, General) and the GCN baseline, written from the model's equations (issue 6,
-docs/sheaf.md) with torch autograd. It is the parity gate for src/sheaf/, not product code.
+Cayley, General), the GCN and MLP baselines, and the edge decoder with its class-weighted NLL
+(issue 17), written from the model's equations (docs/sheaf.md) with torch autograd. It is the
+parity gate for src/sheaf/, not product code. Parity also checks the C metrics (accuracy,
+macro-F1, ROC-AUC, average precision) against sklearn's on the C log-probabilities.
 
   parity:  python sheaf_ref.py parity --bin build/tests/sheaf_dump --family diag --graph random ...
            runs the C dump helper, loads its weights (checkpoint JSON) and graph, and compares
@@ -75,7 +77,28 @@ class SheafModel(torch.nn.Module):
             h = self.gcn_aggregate(h @ self.p(f"gcn.{l}.weight").T) + self.p(f"gcn.{l}.bias").reshape(-1)
             if l < self.L - 1:
                 h = F.dropout(torch.relu(h), self.hp["dropout"], training)
-        return F.log_softmax(h, dim=1)
+        return h
+
+    # ---- MLP: the node features alone -------------------------------------
+    def forward_mlp(self, x, training=False):
+        h = F.dropout(x, self.hp["input_dropout"], training)
+        for l in range(self.L):
+            h = h @ self.p(f"mlp.{l}.weight").T + self.p(f"mlp.{l}.bias").reshape(-1)
+            if l < self.L - 1:
+                h = F.dropout(torch.relu(h), self.hp["dropout"], training)
+        return h
+
+    # ---- the edge decoder (docs/sheaf.md "Edge tasks") --------------------------------
+    def decode(self, h, pu, pv, directed):
+        """h [N, K] node representations -> pair logits [P, classes]:
+        z = [h_u * h_v, |h_u - h_v|] (directed: + [h_u, h_v]) -> Linear -> ReLU -> Linear."""
+        hu, hv = h[pu], h[pv]
+        parts = [hu * hv, (hu - hv).abs()]
+        if directed:
+            parts += [hu, hv]
+        z = torch.cat(parts, 1)
+        a = torch.relu(z @ self.p("dec.0.weight").T + self.p("dec.0.bias").reshape(-1))
+        return a @ self.p("dec.1.weight").T + self.p("dec.1.bias").reshape(-1)
 
     # ---- sheaf Laplacian blocks (dense d' x d' per node / per undirected edge) ----------
     def orth_maps(self, maps):
@@ -169,8 +192,14 @@ class SheafModel(torch.nn.Module):
         return torch.sparse.mm(L, Y.reshape(n * dp, C)).reshape(n, dp, C)
 
     def forward(self, x, training=False):
+        return F.log_softmax(self.node_out(x, training), dim=1)
+
+    def node_out(self, x, training=False):
+        """the encoder's output [N, K]: node-task logits, or an edge task's node representations"""
         if self.family == "gcn":
             return self.forward_gcn(x, training)
+        if self.family == "mlp":
+            return self.forward_mlp(x, training)
         n, dp, C, H = self.n, self.dp, self.C, self.H
         p_drop = self.hp["dropout"]
         h = F.dropout(x, self.hp["input_dropout"], training)
@@ -207,8 +236,7 @@ class SheafModel(torch.nn.Module):
                 Z = index_add(Z, self.ev, Lo.transpose(1, 2) @ Y[self.eu])
             coef = (1 + torch.tanh(self.p(f"epsilons.{t}").reshape(-1))).reshape(1, dp, 1)
             X = coef * X - F.elu(Z)
-        logits = X.reshape(n, H) @ self.p("lin2.weight").T + self.p("lin2.bias").reshape(-1)
-        return F.log_softmax(logits, dim=1)
+        return X.reshape(n, H) @ self.p("lin2.weight").T + self.p("lin2.bias").reshape(-1)
 
 
 def model_from_ckpt(ck, n, f, K, eu, ev, dtype):
@@ -236,15 +264,37 @@ def cmd_parity(a):
         eu = torch.tensor(rd("eu.i32", np.int32).astype(np.int64))
         ev = torch.tensor(rd("ev.i32", np.int32).astype(np.int64))
         mask = torch.tensor(rd("mask.u8", np.uint8).astype(bool))
-        logp_c = rd("logp.f32", np.float32).reshape(n, K)
+        edge = meta.get("edge", False)
+        nex = meta["P"] if edge else n  # examples: pairs of an edge task, or nodes
+        logp_c = rd("logp.f32", np.float32).reshape(nex, K)
         grads_c = rd("grads.f32", np.float32)
+        if edge:
+            pu = torch.tensor(rd("pu.i32", np.int32).astype(np.int64))
+            pv = torch.tensor(rd("pv.i32", np.int32).astype(np.int64))
+            cw_c = rd("cw.f32", np.float32)
     dtype = torch.float64
-    m = model_from_ckpt(ck, n, f, K, eu, ev, dtype)
-    logp = m(x.to(dtype), training=False)
-    loss = F.nll_loss(logp[mask], y[mask])
+    ok = True
+    if edge:
+        # class weights: w_c = n / (K n_c) over the train pairs (0 for an absent class)
+        cnt = np.bincount(y[mask].numpy(), minlength=K).astype(np.float64)
+        cw = np.where(cnt > 0, cnt.sum() / (K * np.maximum(cnt, 1)), 0.0)
+        cw_diff = np.abs(cw - cw_c).max()
+        ok &= cw_diff <= 1e-6
+        print(f"  class weights C {np.round(cw_c, 6).tolist()} ref {np.round(cw, 6).tolist()} "
+              f"{'ok' if cw_diff <= 1e-6 else 'FAIL'}")
+        m = model_from_ckpt(ck, n, f, ck["hparams"]["hidden"], eu, ev, dtype)
+        h = m.node_out(x.to(dtype), training=False)
+        logp = F.log_softmax(m.decode(h, pu, pv, meta["directed"]), dim=1)
+        # torch's weighted mean: sum_i w[y_i] nll_i / sum_i w[y_i], as sheaf_weighted_nll
+        loss = F.nll_loss(logp[mask], y[mask], weight=torch.tensor(cw, dtype=dtype))
+    else:
+        m = model_from_ckpt(ck, n, f, K, eu, ev, dtype)
+        logp = m(x.to(dtype), training=False)
+        loss = F.nll_loss(logp[mask], y[mask])
     loss.backward()
     dlogp = np.abs(logp.detach().numpy() - logp_c).max()
-    ok = dlogp <= a.tol_logp
+    ok &= dlogp <= a.tol_logp
+    ok &= check_metrics(meta, logp_c, y.numpy(), mask.numpy(), K)
     off = 0
     worst = 0.0
     lines = []
@@ -261,11 +311,34 @@ def cmd_parity(a):
         ok &= good
         lines.append(f"  {t['name']:28s} max|g| {scale:.3e}  rel diff {rel:.2e} {'ok' if good else 'FAIL'}")
     label = f"{a.family} {a.graph} {' '.join(a.extra)}".strip()
+    if edge:
+        label += f" (edge task, {'directed' if meta['directed'] else 'undirected'}, {meta['P']} pairs, {K} classes)"
     print(f"parity {label}: n={n} edges={ne} loss C {meta['loss']:.9f} ref {loss.item():.9f}")
     print(f"  logp max abs diff {dlogp:.3e} (tol {a.tol_logp:g}) {'ok' if dlogp <= a.tol_logp else 'FAIL'}")
     print("\n".join(lines))
     print(f"parity_{'ok' if ok else 'FAIL'} logp_maxabs={dlogp:.3e} grad_maxrel={worst:.3e}")
     return 0 if ok else 1
+
+
+def check_metrics(meta, logp_c, y, mask, K):
+    """The C metrics of the train set against sklearn's on the same (C) log-probabilities."""
+    from sklearn.metrics import accuracy_score, average_precision_score, f1_score, roc_auc_score
+
+    yy, lp = y[mask], logp_c[mask]
+    keep = (yy >= 0) & (yy < K)
+    yy, lp = yy[keep], lp[keep]
+    pred = lp.argmax(1)
+    want = {"train_acc": accuracy_score(yy, pred), "train_f1": f1_score(yy, pred, average="macro")}
+    if K == 2:
+        score = np.exp(lp[:, 1].astype(np.float64))
+        want["train_auc"] = roc_auc_score(yy, score)
+        want["train_ap"] = average_precision_score(yy, score)
+    ok = True
+    for k, v in want.items():
+        good = abs(meta[k] - v) <= 1e-9
+        ok &= good
+        print(f"  metric {k:10s} C {meta[k]:.12f} sklearn {v:.12f} {'ok' if good else 'FAIL'}")
+    return ok
 
 
 # ---- bench ---------------------------------------------------------------------
