@@ -84,7 +84,8 @@ typedef struct donto_sheafx_stats {
     int64_t arg_pairs[3], identity_pairs[3], score_labels[3]; /* train, val, test */
     int dims;
     char digest[72];                              /* "sha256:<64 hex>" */
-    double seconds;
+    double seconds;                               /* all of it, of which: */
+    double read_s, build_s, write_s;              /* the database, the graph and tasks, the JSON */
 } donto_sheafx_stats;
 
 /* Export to f (version 2 JSON). Errors: DONTO_E_INVALID for bad options

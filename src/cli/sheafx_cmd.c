@@ -166,13 +166,14 @@ int donto_sheaf_export_main(int argc, char **argv) {
         printf("{\"out\":\"%s\",\"statements_read\":%lld,\"claims\":%lld,\"with_vector\":%lld,\"skipped\":%lld,"
                "\"entities\":%lld,\"edges\":%lld,\"arg_link\":[%lld,%lld,%lld],\"identity\":[%lld,%lld,%lld],"
                "\"claim_score\":[%lld,%lld,%lld],\"sheaf_written_statements\":%lld,\"sheaf_written_arguments\":%lld,"
-               "\"dims\":%d,\"inputs_digest\":\"%s\",\"seconds\":%.3f,\"claims_per_s\":%.0f}\n",
+               "\"dims\":%d,\"inputs_digest\":\"%s\",\"seconds\":%.3f,\"read_s\":%.3f,\"build_s\":%.3f,\"write_s\":%.3f,"
+               "\"claims_per_s\":%.0f}\n",
                out, (long long)st.statements_read, (long long)st.claims, (long long)st.claims_with_vector,
                (long long)st.claims_skipped, (long long)st.entities, (long long)st.edges, (long long)st.arg_pairs[0],
                (long long)st.arg_pairs[1], (long long)st.arg_pairs[2], (long long)st.identity_pairs[0],
                (long long)st.identity_pairs[1], (long long)st.identity_pairs[2], (long long)st.score_labels[0],
                (long long)st.score_labels[1], (long long)st.score_labels[2], (long long)st.sheaf_statements,
-               (long long)st.sheaf_arguments, st.dims, st.digest, st.seconds, cps);
+               (long long)st.sheaf_arguments, st.dims, st.digest, st.seconds, st.read_s, st.build_s, st.write_s, cps);
     return 0;
 }
 

@@ -19,6 +19,7 @@
  * shows the filter is what keeps its planted leak out. */
 #define _POSIX_C_SOURCE 200809L
 #include <openssl/evp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,26 +140,125 @@ static void msort_ent(int32_t *a, int32_t *tmp, size_t n, char *const *s) {
     memcpy(a, tmp, n * sizeof *a);
 }
 
-/* ---- JSON out ------------------------------------------------------------------------ */
+/* ---- JSON out ------------------------------------------------------------------------
+ * An output buffer of its own (stdio's per-call locking and fputc were half
+ * the export's time), node ids quoted and escaped once, and floats written
+ * with 7 significant digits by integer arithmetic in the usual range. */
 
-static void put_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fputc('\\', f), fputc(*p, f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
+typedef struct ob {
+    FILE *f;
+    char *b;
+    size_t n, cap;
+    int err;
+} ob;
+static void ob_flush(ob *o) {
+    if (o->n && fwrite(o->b, 1, o->n, o->f) != o->n) o->err = 1;
+    o->n = 0;
+}
+static void obw(ob *o, const void *p, size_t n) {
+    if (o->n + n > o->cap) {
+        ob_flush(o);
+        if (n > o->cap) {
+            if (fwrite(p, 1, n, o->f) != n) o->err = 1;
+            return;
+        }
     }
-    fputc('"', f);
+    memcpy(o->b + o->n, p, n);
+    o->n += n;
+}
+static void obs(ob *o, const char *s) { obw(o, s, strlen(s)); }
+static void obu(ob *o, uint64_t v) {
+    char d[24];
+    int k = 24;
+    do d[--k] = (char)('0' + v % 10), v /= 10;
+    while (v);
+    obw(o, d + k, (size_t)(24 - k));
+}
+static void obc(ob *o, char c) {
+    if (o->n == o->cap) ob_flush(o);
+    o->b[o->n++] = c;
+}
+static void obf(ob *o, const char *fmt, ...) DONTO_PRINTF(2, 3);
+static void obf(ob *o, const char *fmt, ...) {
+    char tmp[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k < 0) return;
+    if ((size_t)k < sizeof tmp) {
+        obw(o, tmp, (size_t)k);
+        return;
+    }
+    char *big = donto_xmalloc((size_t)k + 1);
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)k + 1, fmt, ap);
+    va_end(ap);
+    obw(o, big, (size_t)k);
+    free(big);
 }
 
-static void put_floats(FILE *f, const float *v, int n) {
-    char buf[32];
-    fputc('[', f);
-    for (int i = 0; i < n; i++) {
-        int k = snprintf(buf, sizeof buf, "%s%.7g", i ? "," : "", (double)(v ? v[i] : 0.0f));
-        fwrite(buf, 1, (size_t)k, f);
+/* "s" quoted and escaped as a JSON string (malloc'd). */
+static char *json_quote(const char *s, size_t *len) {
+    size_t n = strlen(s), k = 0;
+    char *q = donto_xmalloc(6 * n + 3);
+    q[k++] = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') q[k++] = '\\', q[k++] = (char)*p;
+        else if (*p < 0x20) k += (size_t)sprintf(q + k, "\\u%04x", *p);
+        else q[k++] = (char)*p;
     }
-    fputc(']', f);
+    q[k++] = '"';
+    q[k] = 0;
+    *len = k;
+    return q;
+}
+
+/* One float, 7 significant digits (what %.7g keeps), shortest form. */
+static void put_float(ob *o, float fv) {
+    double v = fv, a = v < 0 ? -v : v;
+    char buf[40];
+    if (a == 0) {
+        obc(o, '0');
+        return;
+    }
+    if (!(a >= 1e-3 && a < 1e4)) {
+        int k = snprintf(buf, sizeof buf, "%.7g", v);
+        obw(o, buf, (size_t)k);
+        return;
+    }
+    int dec = a >= 1000 ? 3 : a >= 100 ? 4 : a >= 10 ? 5 : a >= 1 ? 6 : a >= 0.1 ? 7 : a >= 0.01 ? 8 : 9;
+    static const double P10[] = {1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9};
+    uint64_t m = (uint64_t)(a * P10[dec] + 0.5);
+    uint64_t ip = m / (uint64_t)P10[dec], fp = m % (uint64_t)P10[dec];
+    int k = 0;
+    if (v < 0) buf[k++] = '-';
+    {
+        char d[8];
+        int nd = 0;
+        do d[nd++] = (char)('0' + ip % 10), ip /= 10;
+        while (ip);
+        while (nd) buf[k++] = d[--nd];
+    }
+    if (fp) {
+        char d[12];
+        for (int i = dec - 1; i >= 0; i--) d[i] = (char)('0' + fp % 10), fp /= 10;
+        int e = dec;
+        while (e > 0 && d[e - 1] == '0') e--;
+        buf[k++] = '.';
+        memcpy(buf + k, d, (size_t)e);
+        k += e;
+    }
+    obw(o, buf, (size_t)k);
+}
+
+static void put_floats(ob *o, const float *v, int n) {
+    obc(o, '[');
+    for (int i = 0; i < n; i++) {
+        if (i) obc(o, ',');
+        put_float(o, v ? v[i] : 0.0f);
+    }
+    obc(o, ']');
 }
 
 /* ---- the export ------------------------------------------------------------------------ */
@@ -327,33 +427,38 @@ static int pick_entities(ctx *c, int32_t *u, int32_t *v) {
     return 0;
 }
 
-static void write_pairs_task(FILE *f, const char *name, const char *const *classes, int ncls, int directed,
-                             const char *metric, const etask *t, const ctx *c, char **ids) {
+static void write_pairs_task(ob *f, const char *name, const char *const *classes, int ncls, int directed,
+                             const char *metric, const etask *t, const ctx *c, char **ids, const size_t *idl) {
     (void)c;
-    fprintf(f, "{\"name\":\"%s\",\"kind\":\"edge\",\"directed\":%s,\"metric\":\"%s\",\"classes\":[", name,
+    obf(f, "{\"name\":\"%s\",\"kind\":\"edge\",\"directed\":%s,\"metric\":\"%s\",\"classes\":[", name,
             directed ? "true" : "false", metric);
-    for (int i = 0; i < ncls; i++) fprintf(f, "%s\"%s\"", i ? "," : "", classes[i]);
-    fprintf(f, "],\n\"pairs\":[");
+    for (int i = 0; i < ncls; i++) obf(f, "%s\"%s\"", i ? "," : "", classes[i]);
+    obf(f, "],\n\"pairs\":[");
     size_t k = 0;
     for (int sp = 0; sp < 3; sp++)
         for (size_t i = 0; i < t->split[sp].n; i++, k++) {
             const pair *p = &t->split[sp].p[i];
-            fprintf(f, "%s\n[", k ? "," : "");
-            put_str(f, ids[p->u]);
-            fputc(',', f);
-            put_str(f, ids[p->v]);
-            fprintf(f, ",\"%s\"]", classes[p->cls]);
+            obs(f, k ? ",\n[" : "\n[");
+            obw(f, ids[p->u], idl[p->u]);
+            obc(f, ',');
+            obw(f, ids[p->v], idl[p->v]);
+            obs(f, ",\"");
+            obs(f, classes[p->cls]);
+            obs(f, "\"]");
         }
-    fprintf(f, "],\n\"splits\":[{");
+    obf(f, "],\n\"splits\":[{");
     static const char *const SPN[3] = {"train", "val", "test"};
     size_t base = 0;
     for (int sp = 0; sp < 3; sp++) {
-        fprintf(f, "%s\"%s\":[", sp ? "," : "", SPN[sp]);
-        for (size_t i = 0; i < t->split[sp].n; i++) fprintf(f, "%s%zu", i ? "," : "", base + i);
-        fputc(']', f);
+        obf(f, "%s\"%s\":[", sp ? "," : "", SPN[sp]);
+        for (size_t i = 0; i < t->split[sp].n; i++) {
+            if (i) obc(f, ',');
+            obu(f, base + i);
+        }
+        obc(f, ']');
         base += t->split[sp].n;
     }
-    fprintf(f, "}]}");
+    obf(f, "}]}");
 }
 
 static size_t etask_n(const etask *t) { return t->split[0].n + t->split[1].n + t->split[2].n; }
@@ -410,7 +515,7 @@ static void progress(const ctx *c, const char *phase, int64_t done, int64_t tota
     if (c->o->progress) c->o->progress(c->o->ctx, phase, done, total);
 }
 
-int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *f, donto_sheafx_stats *st,
+int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *out, donto_sheafx_stats *st,
                         donto_err *err) {
     donto_sheafx_stats local;
     if (!st) st = &local;
@@ -430,8 +535,10 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *f, don
     graph g = {0};
     pset forbid = {0}, used = {0}, known = {0}, iforbid = {0}, iused = {0}, iknown = {0};
     char **ids = NULL;
+    size_t *idl = NULL;
     if (rc) goto out;
     progress(c, "read", (int64_t)c->d.nst, (int64_t)c->d.nst);
+    st->read_s = donto_now() - t0;
     sx_data *d = &c->d;
     c->nst = d->nst;
     size_t n = d->nst, ne = d->ent.n;
@@ -671,7 +778,7 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *f, don
         int32_t e = c->order[r];
         int32_t sl[64], ol[64];
         int64_t ns = 0, no = 0;
-        /* Node claims naming e; a hub links each claim to the next 4 in uuid
+        /* Node claims naming e; a list of more than 6 links each claim to the next 3 in uuid
          * order (and subject/object lists by a round robin), so an entity
          * named by m claims gives O(m) edges, not O(m^2). */
         int32_t *S = NULL, *O = NULL;
@@ -682,11 +789,11 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *f, don
             if (c->nid[c->s_list[j]] >= 0) S[ns++] = c->nid[c->s_list[j]];
         for (int64_t j = c->o_off[e]; j < c->o_off[e + 1]; j++)
             if (c->nid[c->o_list[j]] >= 0) O[no++] = c->nid[c->o_list[j]];
-        int W = 4;
+        int W = 3;
         for (int64_t i = 0; i < ns; i++)
-            for (int64_t j = i + 1; j < ns && (ns <= 8 || j <= i + W); j++) add_edge(&g, S[i], S[j], ET_SUBJ);
+            for (int64_t j = i + 1; j < ns && (ns <= 6 || j <= i + W); j++) add_edge(&g, S[i], S[j], ET_SUBJ);
         for (int64_t i = 0; i < no; i++)
-            for (int64_t j = i + 1; j < no && (no <= 8 || j <= i + W); j++) add_edge(&g, O[i], O[j], ET_OBJ);
+            for (int64_t j = i + 1; j < no && (no <= 6 || j <= i + W); j++) add_edge(&g, O[i], O[j], ET_OBJ);
         if (ns && no) {
             if (ns * no <= 16) {
                 for (int64_t i = 0; i < ns; i++)
@@ -719,9 +826,11 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *f, don
     for (size_t k = 0; k < g.n; k++) st->edges += !g.e[k].removed;
     progress(c, "graph built", st->edges, st->edges);
     /* ---- write ---- */
+    st->build_s = donto_now() - t0 - st->read_s;
     {
         size_t nn = c->ncn + c->nen;
         ids = donto_xmalloc((nn + 1) * sizeof *ids);
+        idl = donto_xmalloc((nn + 1) * sizeof *idl);
         for (size_t j = 0; j < c->ncn; j++) {
             char u[37];
             sx_format_uuid(d->st[c->node_claim[j]].uuid, u);
@@ -734,18 +843,27 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *f, don
             ids[c->ncn + j] = donto_xmalloc(l);
             snprintf(ids[c->ncn + j], l, "entity:%s", iri);
         }
+        /* ids quoted once: "claim:<uuid>", "entity:<iri>" */
+        for (size_t j = 0; j < nn; j++) {
+            size_t l;
+            char *q = json_quote(ids[j], &l);
+            free(ids[j]);
+            ids[j] = q, idl[j] = l;
+        }
+        ob F = {.f = out, .cap = 1 << 20}, *f = &F;
+        F.b = donto_xmalloc(F.cap);
         char ta[32], tu[32];
         donto_sheafx_format_time(o->as_of, ta);
         donto_sheafx_format_time(o->until, tu);
         int dims = d->dims;
-        fprintf(f, "{\"format\":\"donto-sheaf-graph\",\"version\":2,\n\"provenance\":{\"source\":\"donto substrate\","
+        obf(f, "{\"format\":\"donto-sheaf-graph\",\"version\":2,\n\"provenance\":{\"source\":\"donto substrate\","
                    "\"exporter\":\"donto-sheaf export %s\",\"embedding_model\":",
                 DONTO_VERSION);
-        put_str(f, o->model);
-        fprintf(f, "},\n\"export\":{\"seed\":\"%s\",\"as_of\":\"%s\",\"until\":\"%s\",\"model\":",
+        { size_t l; char *q = json_quote(o->model, &l); obw(f, q, l); free(q); }
+        obf(f, "},\n\"export\":{\"seed\":\"%s\",\"as_of\":\"%s\",\"until\":\"%s\",\"model\":",
                 donto_sheafx_seed_names[o->seed], ta, tu);
-        put_str(f, o->model);
-        fprintf(f,
+        { size_t l; char *q = json_quote(o->model, &l); obw(f, q, l); free(q); }
+        obf(f,
                 ",\"hops\":%d,\"max_nodes\":%lld,\"missing\":\"%s\",\n\"coverage\":{\"claims\":%lld,\"with_vector\":%lld,"
                 "\"skipped\":%lld,\"zero\":%lld,\"entities\":%lld,\"entities_with_vector\":%lld,"
                 "\"entities_skipped\":%lld,\"entities_zero\":%lld},\n\"filtered\":{\"sheaf_written_statements\":%lld,"
@@ -758,79 +876,84 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *f, don
                 (long long)st->edges_removed_for_pairs, st->digest, db.kind == DONTO_DB_POSTGRES ? "postgres" : "sqlite",
                 (unsigned long long)o->rng_seed, o->val_frac, o->neg_ratio, DONTO_SHEAF_CONTEXT_PREFIX,
                 o->unsafe ? ",\"unsafe\":true" : "");
-        fprintf(f, "\"feature_dim\":%d,\n\"nodes\":[", dims);
+        obf(f, "\"feature_dim\":%d,\n\"nodes\":[", dims);
         for (size_t j = 0; j < nn; j++) {
-            fputs(j ? ",\n{\"id\":" : "\n{\"id\":", f);
-            put_str(f, ids[j]);
+            obs(f, j ? ",\n{\"id\":" : "\n{\"id\":");
+            obw(f, ids[j], idl[j]);
             const float *v = NULL;
             if (j < c->ncn) {
                 int64_t r = d->st[c->node_claim[j]].vec;
                 if (r >= 0) v = d->vecs + r * dims;
-                fputs(",\"kind\":\"claim\",\"features\":", f);
+                obs(f, ",\"kind\":\"claim\",\"features\":");
             } else {
                 int64_t r = d->ent_vec[c->node_ent[j - c->ncn]];
                 if (r >= 0) v = d->evecs + r * dims;
-                fputs(",\"kind\":\"entity\",\"features\":", f);
+                obs(f, ",\"kind\":\"entity\",\"features\":");
             }
             put_floats(f, v, dims);
-            fputc('}', f);
+            obc(f, '}');
             if ((j & 65535) == 65535) progress(c, "nodes written", (int64_t)j + 1, (int64_t)nn);
         }
-        fprintf(f, "],\n\"edge_types\":[");
-        for (int k = 0; k < 9; k++) fprintf(f, "%s\"%s\"", k ? "," : "", EDGE_TYPES[k]);
-        fprintf(f, "],\n\"edges\":[");
+        obf(f, "],\n\"edge_types\":[");
+        for (int k = 0; k < 9; k++) obf(f, "%s\"%s\"", k ? "," : "", EDGE_TYPES[k]);
+        obf(f, "],\n\"edges\":[");
         size_t w = 0;
         for (size_t k = 0; k < g.n; k++) {
             if (g.e[k].removed) continue;
-            fputs(w++ ? ",\n{\"src\":" : "\n{\"src\":", f);
-            put_str(f, ids[g.e[k].u]);
-            fputs(",\"dst\":", f);
-            put_str(f, ids[g.e[k].v]);
-            fprintf(f, ",\"type\":\"%s\"}", EDGE_TYPES[g.e[k].type]);
+            obs(f, w++ ? ",\n{\"src\":" : "\n{\"src\":");
+            obw(f, ids[g.e[k].u], idl[g.e[k].u]);
+            obs(f, ",\"dst\":");
+            obw(f, ids[g.e[k].v], idl[g.e[k].v]);
+            obs(f, ",\"type\":\"");
+            obs(f, EDGE_TYPES[g.e[k].type]);
+            obs(f, "\"}");
         }
-        fprintf(f, "],\n\"tasks\":[");
+        obf(f, "],\n\"tasks\":[");
         static const char *const ARG_CLASSES[] = {"none", "supports", "rebuts", "undercuts", "undermines", "qualifies"};
         static const char *const ID_CLASSES[] = {"distinct", "same"};
         int nt = 0;
         if (etask_n(&arg)) {
-            write_pairs_task(f, "arg_link", ARG_CLASSES, 6, 1, "macro_f1", &arg, c, ids);
+            write_pairs_task(f, "arg_link", ARG_CLASSES, 6, 1, "macro_f1", &arg, c, ids, idl);
             nt++;
         }
         if (etask_n(&idt)) {
-            fputs(nt ? ",\n" : "\n", f);
-            write_pairs_task(f, "identity", ID_CLASSES, 2, 0, "roc_auc", &idt, c, ids);
+            obs(f, nt ? ",\n" : "\n");
+            write_pairs_task(f, "identity", ID_CLASSES, 2, 0, "roc_auc", &idt, c, ids, idl);
             nt++;
         }
         if (score[0].n + score[1].n + score[2].n) {
-            fputs(nt ? ",\n" : "\n", f);
-            fprintf(f, "{\"name\":\"claim_score\",\"kind\":\"node\",\"metric\":\"roc_auc\",\"classes\":[\"live\",\"retracted\"],\n\"labels\":{");
+            obs(f, nt ? ",\n" : "\n");
+            obf(f, "{\"name\":\"claim_score\",\"kind\":\"node\",\"metric\":\"roc_auc\",\"classes\":[\"live\",\"retracted\"],\n\"labels\":{");
             size_t k = 0;
             for (int sp = 0; sp < 3; sp++)
                 for (size_t i = 0; i < score[sp].n; i++, k++) {
-                    fputs(k ? ",\n" : "\n", f);
-                    put_str(f, ids[score[sp].p[i].u]);
-                    fprintf(f, ":%d", score[sp].p[i].cls);
+                    obs(f, k ? ",\n" : "\n");
+                    obw(f, ids[score[sp].p[i].u], idl[score[sp].p[i].u]);
+                    obs(f, score[sp].p[i].cls ? ":1" : ":0");
                 }
-            fprintf(f, "},\n\"splits\":[{");
+            obf(f, "},\n\"splits\":[{");
             static const char *const SPN[3] = {"train", "val", "test"};
             for (int sp = 0; sp < 3; sp++) {
-                fprintf(f, "%s\"%s\":[", sp ? "," : "", SPN[sp]);
+                obf(f, "%s\"%s\":[", sp ? "," : "", SPN[sp]);
                 for (size_t i = 0; i < score[sp].n; i++) {
-                    if (i) fputc(',', f);
-                    put_str(f, ids[score[sp].p[i].u]);
+                    if (i) obc(f, ',');
+                    obw(f, ids[score[sp].p[i].u], idl[score[sp].p[i].u]);
                 }
-                fputc(']', f);
+                obc(f, ']');
             }
-            fprintf(f, "}]}");
+            obf(f, "}]}");
             nt++;
         }
-        fprintf(f, "]}\n");
-        if (fflush(f) || ferror(f)) rc = donto_seterrc(err, DONTO_E_UNAVAILABLE, "writing the export failed");
+        obf(f, "]}\n");
+        ob_flush(f);
+        free(F.b);
+        if (F.err || fflush(out) || ferror(out)) rc = donto_seterrc(err, DONTO_E_UNAVAILABLE, "writing the export failed");
         for (size_t j = 0; j < nn; j++) free(ids[j]);
     }
 out:
     st->seconds = donto_now() - t0;
-    free(ids);
+    if (rc == 0) st->write_s = st->seconds - st->read_s - st->build_s;
+    free(ids), free(idl);
     etask_free(&arg), etask_free(&idt);
     for (int i = 0; i < 3; i++) free(score[i].p);
     free(g.e), ps_free(&g.idx);
