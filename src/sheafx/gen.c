@@ -360,7 +360,9 @@ int donto_sheafx_generate(donto_store *s, const donto_sheafx_gen_opts *o, donto_
         return donto_seterrc(err, DONTO_E_UNAVAILABLE, "cannot write %s", o->truth);
     }
     int rc = 0;
-    if (K.pg) rc = pg_cmd(K.c, "BEGIN", err);
+    /* The store's connections carry a 30 s statement timeout (for the
+     * coordinator's requests); a million-row COPY is a batch job. */
+    if (K.pg) rc = pg_cmd(K.c, "BEGIN; SET LOCAL statement_timeout = 0", err);
     else if (sqlite3_exec(K.db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         rc = donto_seterrc(err, DONTO_E_UNAVAILABLE, "sqlite: begin: %s", sqlite3_errmsg(K.db));
     int began = rc == 0;

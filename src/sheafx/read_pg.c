@@ -138,6 +138,9 @@ int sx_read_pg(donto_store *s, const donto_sheafx_opts *o, sx_data *d, donto_err
     if (exec_ok(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err)) goto out;
     /* Big hash joins (a million claims and their vectors) in memory. */
     if (exec_ok(c, "SET LOCAL work_mem = '512MB'", err)) goto rollback;
+    /* The store's 30 s statement timeout is for the coordinator's requests;
+     * reading a large substrate is a batch job. */
+    if (exec_ok(c, "SET LOCAL statement_timeout = 0", err)) goto rollback;
     snprintf(sql, cap,
              "COPY (SELECT s.statement_id, s.subject, s.object_iri, " MS("lower(s.tx_time)") ","
              " CASE WHEN upper_inf(s.tx_time) THEN NULL ELSE " MS("upper(s.tx_time)") " END,"
