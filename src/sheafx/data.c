@@ -55,7 +55,7 @@ int32_t sx_intern(sx_strtab *t, const char *s, size_t len) {
         size_t ns = t->nslot ? 2 * t->nslot : 1024;
         int32_t *slot = donto_xcalloc(ns, sizeof *slot);
         for (size_t i = 0; i < t->n; i++) {
-            size_t h = hash_bytes(t->s[i], strlen(t->s[i])) & (ns - 1);
+            size_t h = t->h[i] & (ns - 1);
             while (slot[h]) h = (h + 1) & (ns - 1);
             slot[h] = (int32_t)i + 1;
         }
@@ -63,17 +63,23 @@ int32_t sx_intern(sx_strtab *t, const char *s, size_t len) {
         t->slot = slot;
         t->nslot = ns;
     }
-    size_t h = hash_bytes(s, len) & (t->nslot - 1);
+    uint64_t hv = hash_bytes(s, len);
+    size_t h = hv & (t->nslot - 1);
     while (t->slot[h]) {
-        const char *e = t->s[t->slot[h] - 1];
-        if (!strncmp(e, s, len) && e[len] == 0) return t->slot[h] - 1;
+        int32_t i = t->slot[h] - 1;
+        if (t->h[i] == hv && !memcmp(t->s[i], s, len) && t->s[i][len] == 0) return i;
         h = (h + 1) & (t->nslot - 1);
     }
-    if (t->n == t->cap) t->s = donto_xrealloc(t->s, (t->cap = t->cap ? 2 * t->cap : 1024) * sizeof *t->s);
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 1024;
+        t->s = donto_xrealloc(t->s, t->cap * sizeof *t->s);
+        t->h = donto_xrealloc(t->h, t->cap * sizeof *t->h);
+    }
     char *c = donto_xmalloc(len + 1);
     memcpy(c, s, len);
     c[len] = 0;
     t->s[t->n] = c;
+    t->h[t->n] = hv;
     t->slot[h] = (int32_t)t->n + 1;
     return (int32_t)t->n++;
 }
@@ -81,6 +87,7 @@ int32_t sx_intern(sx_strtab *t, const char *s, size_t len) {
 void sx_strtab_free(sx_strtab *t) {
     for (size_t i = 0; i < t->n; i++) free(t->s[i]);
     free(t->s);
+    free(t->h);
     free(t->slot);
     memset(t, 0, sizeof *t);
 }

@@ -24,6 +24,7 @@ extern const char *const SX_IDENTITY_PREDICATES[];
 /* Interned strings (entity IRIs): an index per distinct string. */
 typedef struct sx_strtab {
     char **s;
+    uint64_t *h; /* hash of each string (probes compare it first; rehash reuses it) */
     size_t n, cap;
     int32_t *slot; /* open addressing: index + 1, 0 empty */
     size_t nslot;
