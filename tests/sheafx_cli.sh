@@ -39,6 +39,8 @@ expect empty-graph 1 "empty graph" -- $X --seed arguments --as-of 2020-01-01 --o
 n=$((n + 1)); if [ -e "$tmp/empty.json" ] || [ -e "$tmp/empty.json.tmp" ]; then echo "FAIL a failed export left a file" >&2; fails=$((fails + 1)); else echo "ok   failed export leaves no file"; fi
 expect no-vectors 1 "model 'other' has no vectors" -- "$B" export --db "$db" --seed arguments --as-of 2025-06-01 --until 2025-09-01 --model other
 expect replant 1 "has statements already" -- "$B" gen-substrate --db "$db" --quiet
+expect stamp-no-rewrite 2 "add --rewrite" -- "$B" stamp-history --db "$db" --as-of 2025-06-01 --until 2025-09-01
+expect stamp-future 2 "is in the future" -- "$B" stamp-history --db "$db" --as-of 2025-06-01 --until 2999-01-01 --rewrite
 # A good export: exit 0, the file, a JSON summary.
 n=$((n + 1))
 if $X --seed frontier --as-of 2025-06-01 --out "$tmp/g.json" --json --quiet >"$tmp/sum" 2>"$tmp/err" &&

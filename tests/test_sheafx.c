@@ -298,6 +298,25 @@ static void suite(const char *url, const char *tmpdir) {
     CHECK(donto_sheafx_export(s, &o, f, &st, &err) == -1 && donto_err_code(&err) == DONTO_E_NOT_FOUND, "empty: %s", err.msg);
     CHECK_STR_CONTAINS(err.msg, "empty graph");
     fclose(f);
+
+    /* stamp-history (last: it rewrites the planted times): every live row at
+     * T - 1 day, a seeded fifth of the arguments and identity statements in
+     * (T, T2]; an export then has test pairs from them, and the same seed
+     * holds out the same rows. */
+    donto_sheafx_stamp_stats ss, ss2;
+    CHECK(donto_sheafx_stamp_history(s, T, T2, 0.2, 7, &ss, &err) == 0, "stamp: %s", err.msg);
+    CHECK(ss.statements > 8000 && ss.arguments > 900, "restamped %lld statements %lld arguments", (long long)ss.statements,
+          (long long)ss.arguments);
+    CHECK(ss.held_arguments > ss.arguments / 10 && ss.held_arguments < ss.arguments * 3 / 10 && ss.held_identity > 0,
+          "held out %lld of %lld arguments, %lld identity", (long long)ss.held_arguments, (long long)ss.arguments,
+          (long long)ss.held_identity);
+    CHECK(donto_sheafx_stamp_history(s, T, T2, 0.2, 7, &ss2, &err) == 0, "stamp again: %s", err.msg);
+    CHECK(ss2.held_arguments == ss.held_arguments && ss2.held_identity == ss.held_identity, "the same seed holds out the same rows");
+    snprintf(out, sizeof out, "%s/stamped.json", tmpdir);
+    CHECK(export_to(s, 0, out, &st, &err) == 0, "export stamped: %s", err.msg);
+    CHECK(st.arg_pairs[2] > 0 && st.identity_pairs[2] > 0 && st.arg_pairs[0] > 0, "stamped export: test pairs %lld %lld",
+          (long long)st.arg_pairs[2], (long long)st.identity_pairs[2]);
+    CHECK(donto_sheafx_stamp_history(s, T2, T, 0.2, 7, &ss, &err) == -1 && donto_err_code(&err) == DONTO_E_INVALID, "until <= as_of");
     json_decref(t.st), json_decref(t.args), json_decref(t.ident);
     donto_store_close(s);
 }

@@ -139,6 +139,22 @@ typedef struct donto_sheafx_gen_stats {
 int donto_sheafx_generate(donto_store *s, const donto_sheafx_gen_opts *o, donto_sheafx_gen_stats *st,
                           donto_err *err);
 
+/* ---- a history for a substrate that has none (src/sheafx/stamp.c) ----------- */
+
+/* A WordNet import (or any load) stamps every row with the time it was
+ * loaded, so an export of it has no (as_of, until] to test on. This rewrites
+ * the tx times of the live rows to simulate one: every live statement and
+ * argument is asserted at as_of - 1 day; then a seeded `holdout` share of
+ * the arguments and of the identity statements (owl:sameAs, skos:exactMatch,
+ * wn:similar_to, wn:verb_group) is asserted instead at a seeded time in
+ * (as_of, until]. It destroys the real load times: for benchmark databases
+ * only (docs/sheaf.md "WordNet"). until must not lie in the future. */
+typedef struct donto_sheafx_stamp_stats {
+    int64_t statements, arguments, held_arguments, held_identity;
+} donto_sheafx_stamp_stats;
+int donto_sheafx_stamp_history(donto_store *s, int64_t as_of, int64_t until, double holdout, uint64_t seed,
+                               donto_sheafx_stamp_stats *st, donto_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -284,3 +284,10 @@ int donto_sheafx_open(const char *url, donto_store **out, donto_err *err) {
 int donto_sheafx_open_new(const char *url, donto_store **out, donto_err *err) { return donto_store_open(url, out, err); }
 
 void donto_sheafx_close(donto_store *s) { donto_store_close(s); }
+
+int sx_no_vectors(const char *model, donto_err *err) {
+    return donto_seterrc(err, DONTO_E_NOT_FOUND,
+                         "model '%s' has no vectors for the claims in this database (embed them first: "
+                         "donto-embed enqueue --model %s, then work; or name another --model)",
+                         model, model);
+}

@@ -546,10 +546,7 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *out, d
     st->arguments_read = (int64_t)d->narg;
     st->dims = d->dims;
     if (d->nvec == 0) {
-        rc = donto_seterrc(err, DONTO_E_NOT_FOUND,
-                           "model '%s' has no vectors for the claims in this database (embed them first: "
-                           "donto-embed enqueue --model %s, then work; or name another --model)",
-                           o->model, o->model);
+        rc = sx_no_vectors(o->model, err);
         goto out;
     }
     /* Deterministic order: statements by uuid, entities by IRI. */

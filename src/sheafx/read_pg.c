@@ -141,6 +141,20 @@ int sx_read_pg(donto_store *s, const donto_sheafx_opts *o, sx_data *d, donto_err
     /* The store's 30 s statement timeout is for the coordinator's requests;
      * reading a large substrate is a batch job. */
     if (exec_ok(c, "SET LOCAL statement_timeout = 0", err)) goto rollback;
+    { /* a model with no claim vectors at all: say so before the big read */
+        snprintf(sql, cap, "SELECT EXISTS (SELECT 1 FROM vectors WHERE target = 0 AND model = %s)", model);
+        PGresult *r = PQexec(c, sql);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            pg_fail(c, r, err, "probe vectors");
+            goto rollback;
+        }
+        int has = PQgetvalue(r, 0, 0)[0] == 't';
+        PQclear(r);
+        if (!has) {
+            sx_no_vectors(o->model, err);
+            goto rollback;
+        }
+    }
     snprintf(sql, cap,
              "COPY (SELECT s.statement_id, s.subject, s.object_iri, " MS("lower(s.tx_time)") ","
              " CASE WHEN upper_inf(s.tx_time) THEN NULL ELSE " MS("upper(s.tx_time)") " END,"

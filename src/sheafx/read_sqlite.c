@@ -32,6 +32,22 @@ int sx_read_sqlite(donto_store *s, const donto_sheafx_opts *o, sx_data *d, donto
     if (sqlite3_exec(c, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return sq_fail(c, err, "begin");
     int rc = -1;
     sqlite3_stmt *q = NULL;
+    /* A model with no claim vectors at all: say so before the big read. */
+    if (sqlite3_prepare_v2(c, "SELECT EXISTS (SELECT 1 FROM vectors WHERE target = 0 AND model = ?1)", -1, &q, NULL) != SQLITE_OK) {
+        sq_fail(c, err, "probe vectors");
+        goto out;
+    }
+    sqlite3_bind_text(q, 1, o->model, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_ROW) {
+        sq_fail(c, err, "probe vectors");
+        goto out;
+    }
+    if (!sqlite3_column_int(q, 0)) {
+        sx_no_vectors(o->model, err);
+        goto out;
+    }
+    sqlite3_finalize(q);
+    q = NULL;
     snprintf(sql, sizeof sql,
              "SELECT s.statement_id, s.subject, s.object_iri, s.tx_from, s.tx_until,"
              " substr(s.context, 1, %d) = '%s', s.predicate IN (%s), v.vec"

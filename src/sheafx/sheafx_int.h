@@ -81,6 +81,10 @@ void sx_format_uuid(const uint8_t u[16], char out[37]);
 int sx_read_sqlite(donto_store *s, const donto_sheafx_opts *o, sx_data *d, donto_err *err);
 int sx_read_pg(donto_store *s, const donto_sheafx_opts *o, sx_data *d, donto_err *err);
 
+/* The error for a model with no claim vectors (DONTO_E_NOT_FOUND); -1. The
+ * readers check first with one cheap probe, so it comes before the big read. */
+int sx_no_vectors(const char *model, donto_err *err);
+
 /* splitmix64 */
 static inline uint64_t sx_rng(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
