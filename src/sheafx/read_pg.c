@@ -118,7 +118,11 @@ static int evec_row(sx_data *d, const fld *f, donto_err *err) {
     return sx_add_entity_vec(d, (const char *)f[0].p, (size_t)f[0].len, f[1].p, (size_t)f[1].len, err);
 }
 
-#define MS(col) "(extract(epoch FROM " col ") * 1000)::int8"
+/* Milliseconds, rounded up: the times compared with them (as_of, until) are
+ * whole milliseconds, and "asserted at or before T" / "retracted after T"
+ * must not flip for a row stamped a fraction of a millisecond after T
+ * (PostgreSQL keeps microseconds). */
+#define MS(col) "ceil(extract(epoch FROM " col ") * 1000)::int8"
 
 int sx_read_pg(donto_store *s, const donto_sheafx_opts *o, sx_data *d, donto_err *err) {
     donto_db db;
