@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "sqlq.h"
 #include "donto/store.h"
 #include "donto/substrate.h"
 #include "donto/tokenizer.h"
@@ -464,6 +465,77 @@ static void make_wordnet(const char *dir) {
     write_file(p, "00005000 02 r 01 hotly 0 001 \\ 00004000 a 0101 | in a hot manner\n");
 }
 
+/* Rows of one query as "a|b|c" lines, concatenated (for small checks). */
+static void collect_row(int ncols, const char *const *vals, const int *lens, void *u) {
+    (void)lens;
+    char *acc = u;
+    for (int i = 0; i < ncols; i++) {
+        strncat(acc, vals[i] ? vals[i] : "NULL", 2000 - strlen(acc) - 2);
+        strncat(acc, i + 1 < ncols ? "|" : "\n", 2000 - strlen(acc) - 2);
+    }
+}
+
+/* WordNet pointers -> arguments between the synsets' defining (hypernym)
+ * claims: antonymy rebuts (one per pair), entailment and cause support;
+ * a synset with no hypernym gives none. */
+static void test_wordnet_arguments(void) {
+    donto_err err = {0};
+    char dir[300], p[400];
+    snprintf(dir, sizeof dir, "%s/wn2", g_tmpdir);
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/data.noun", dir);
+    write_file(p,
+               "00001740 03 n 01 entity 0 000 | that which exists\n"
+               "00006000 18 n 01 man 0 002 @ 00001740 n 0000 ! 00006100 n 0101 | an adult male\n"
+               "00006100 18 n 01 woman 0 002 @ 00001740 n 0000 ! 00006000 n 0101 | an adult female\n");
+    snprintf(p, sizeof p, "%s/data.verb", dir);
+    write_file(p,
+               "00007000 29 v 01 snore 0 003 @ 00007200 v 0000 * 00007100 v 0000 > 00007300 v 0000 | breathe noisily\n"
+               "00007100 29 v 01 sleep 0 001 @ 00007300 v 0000 | be asleep\n"
+               "00007200 29 v 01 breathe 0 000 | draw air\n"
+               "00007300 29 v 01 rest 0 000 | be at rest\n");
+    snprintf(p, sizeof p, "%s/data.adj", dir);
+    write_file(p, "");
+    snprintf(p, sizeof p, "%s/data.adv", dir);
+    write_file(p, "");
+    donto_store *s = fresh();
+    donto_load_stats st;
+    CHECK(donto_import_wordnet(s, dir, 0, NULL, NULL, &st, &err) == 0, "%s wordnet: %s", g_backend, err.msg);
+    /* rebuts between the antonym statements (as before), rebuts man's
+     * defining claim -> woman's, supports snore's -> sleep's (entailment);
+     * cause snore -> rest gives none: rest has no hypernym. */
+    CHECK_EQ_INT(st.arguments, 3);
+    char got[2000] = "";
+    CHECK(sqlq(g_url,
+               "SELECT a.relation, s.subject, s.predicate, t.subject, t.predicate, a.context FROM donto_argument a"
+               " JOIN donto_statement s ON s.statement_id = a.source_statement_id"
+               " JOIN donto_statement t ON t.statement_id = a.target_statement_id ORDER BY 1, 2, 3",
+               collect_row, got) == 0, "query");
+    const char *want = "rebuts|wn:00006000-n|wn:antonym|wn:00006100-n|wn:antonym|donto:default\n"
+                       "rebuts|wn:00006000-n|wn:hypernym|wn:00006100-n|wn:hypernym|donto:default\n"
+                       "supports|wn:00007000-v|wn:hypernym|wn:00007100-v|wn:hypernym|donto:default\n";
+    CHECK(!strcmp(got, want), "%s wordnet arguments:\n%s", g_backend, got);
+    donto_store_close(s);
+}
+
+/* Arguments carry a context (migration 2); JSONL may give one. */
+static void test_argument_context(void) {
+    donto_err err = {0};
+    donto_store *s = fresh();
+    const char *jl = "{\"id\":\"a1\",\"subject\":\"ex:a\",\"predicate\":\"p\",\"object\":\"ex:b\"}\n"
+                     "{\"id\":\"a2\",\"subject\":\"ex:b\",\"predicate\":\"p\",\"object\":\"ex:c\"}\n"
+                     "{\"kind\":\"argument\",\"source\":\"a1\",\"target\":\"a2\",\"relation\":\"supports\"}\n"
+                     "{\"kind\":\"argument\",\"source\":\"a2\",\"target\":\"a1\",\"relation\":\"rebuts\","
+                     "\"context\":\"sheaf:run-1\"}\n";
+    donto_load_stats st;
+    CHECK(donto_load_buffer(s, "ctx.jsonl", jl, strlen(jl), DONTO_FORMAT_JSONL, &st, &err) == 0, "%s load: %s", g_backend, err.msg);
+    CHECK_EQ_INT(st.arguments, 2);
+    char got[2000] = "";
+    CHECK(sqlq(g_url, "SELECT relation, context FROM donto_argument ORDER BY relation", collect_row, got) == 0, "query");
+    CHECK(!strcmp(got, "rebuts|sheaf:run-1\nsupports|donto:default\n"), "%s argument contexts:\n%s", g_backend, got);
+    donto_store_close(s);
+}
+
 static void test_wordnet(void) {
     donto_err err = {0};
     char dir[300];
@@ -782,6 +854,8 @@ static void run_suite(const char *backend) {
                  {"jsonl_enqueue_retract", test_jsonl_enqueue_retract},
                  {"jsonl_errors", test_jsonl_errors},
                  {"wordnet", test_wordnet},
+                 {"wordnet_arguments", test_wordnet_arguments},
+                 {"argument_context", test_argument_context},
                  {"enqueue_batches", test_enqueue_batches},
                  {"enqueue_conflict", test_enqueue_conflict},
                  {"enqueue_retract_race", test_enqueue_retract_race},

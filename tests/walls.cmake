@@ -16,6 +16,7 @@ donto_wall_probe(private_other substrate "store_int\\.h: No such file")
 donto_wall_probe(private_path substrate "store/store_int\\.h: No such file")
 donto_wall_probe(public_nondep text "donto/store\\.h: No such file")
 donto_wall_probe(public_dep substrate "Built target wall_public_dep")
+donto_wall_probe(sheafx_no_learner sheaf_export "donto/sheaf\\.h: No such file")
 
 find_program(DONTO_LAYERS_PYTHON python3)
 add_test(NAME layers COMMAND ${DONTO_LAYERS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/check_layers.py

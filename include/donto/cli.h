@@ -30,6 +30,10 @@ int donto_retract_cmd(int argc, char **argv);
 int donto_model_fetch_main(int argc, char **argv);
 /* donto-sheaf (src/cli/sheaf_cmd.c): train | eval | infer | sweep; argv[0] = program. */
 int donto_sheaf_main(int argc, char **argv);
+/* donto-sheaf export | gen-substrate | stamp-history (src/cli/sheafx_cmd.c); argv[0] = the command name. */
+int donto_sheaf_export_main(int argc, char **argv);
+int donto_sheaf_gen_main(int argc, char **argv);
+int donto_sheaf_stamp_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -34,6 +34,9 @@ static void usage_main(FILE *f) {
             "  eval     evaluate a checkpoint on a graph's splits\n"
             "  infer    predictions and log-probabilities of a checkpoint for a graph\n"
             "  sweep    grid or random search over hyperparameters, across splits\n"
+            "  export   the substrate as a leakage-free graph (tasks arg_link, identity, claim_score)\n"
+            "  gen-substrate  plant a donto-shaped substrate with known structure (tests, benchmarks)\n"
+            "  stamp-history  give a substrate loaded at once (WordNet) a simulated history for export\n"
             "  version  print the version\n"
             "\n"
             "`donto-sheaf <command> --help` describes each command.\n");
@@ -905,6 +908,9 @@ int donto_sheaf_main(int argc, char **argv) {
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "infer")) return cmd_infer(argc - 1, argv + 1);
     if (!strcmp(cmd, "sweep")) return cmd_sweep(argc - 1, argv + 1);
+    if (!strcmp(cmd, "export")) return donto_sheaf_export_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "gen-substrate")) return donto_sheaf_gen_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "stamp-history")) return donto_sheaf_stamp_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("donto-sheaf %s\n", DONTO_VERSION);
         return 0;

@@ -471,7 +471,7 @@ static int jl_line(loader *L, const char *line, size_t len) {
             donto_statement_id(src, a);
             donto_statement_id(dst, b);
             if (json_is_number(strength)) snprintf(sv, sizeof sv, "%.17g", json_number_value(strength));
-            const char *c[4] = {a, b, rel, *sv ? sv : NULL};
+            const char *c[5] = {a, b, rel, *sv ? sv : NULL, jstr(o, "context")};
             rc = sub_writer_add(&L->w, SUB_ARGUMENT, c, L->err);
         }
     } else {

@@ -57,6 +57,14 @@ static const donto_migration SUBSTRATE_MIGRATIONS[] = {
           " tx_time TSTZRANGE NOT NULL DEFAULT tstzrange(now(), NULL),"
           " UNIQUE (source_statement_id, target_statement_id, relation));"
           "CREATE INDEX donto_argument_target ON donto_argument (target_statement_id);"}},
+    /* Arguments get a context, as statements have: who asserted them. The
+     * sheaf export's self-feedback filter drops arguments (and statements)
+     * whose context starts with "sheaf:" (written by a sheaf model). */
+    {2, "argument context",
+     {[DONTO_DB_SQLITE] =
+          "ALTER TABLE donto_argument ADD COLUMN context TEXT NOT NULL DEFAULT 'donto:default';",
+      [DONTO_DB_POSTGRES] =
+          "ALTER TABLE donto_argument ADD COLUMN context TEXT NOT NULL DEFAULT 'donto:default';"}},
 };
 
 static const donto_migrations SUBSTRATE_SET = {

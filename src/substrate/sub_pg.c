@@ -134,7 +134,7 @@ static const char *const TMP_DDL =
     "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_1 (c1 text, c2 text, c3 text);"
     "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_2 (c1 text, c2 text, c3 text);"
     "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_3 (c1 text, c2 text, c3 text);"
-    "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_4 (c1 text, c2 text, c3 text, c4 text)";
+    "CREATE TEMP TABLE IF NOT EXISTS sub_tmp_4 (c1 text, c2 text, c3 text, c4 text, c5 text)";
 
 static const char *const PUT_SQL[SUB_KIND_N] = {
     [SUB_STATEMENT] = "INSERT INTO donto_statement (statement_id, subject, predicate, object_iri, "
@@ -160,8 +160,8 @@ static const char *const PUT_SQL[SUB_KIND_N] = {
     [SUB_CHUNK] = "INSERT INTO donto_memory_chunk (chunk_id, source, text) "
                   "SELECT c1, c2, c3 FROM sub_tmp_3 ON CONFLICT DO NOTHING",
     [SUB_ARGUMENT] = "INSERT INTO donto_argument (source_statement_id, target_statement_id, "
-                     "relation, strength) SELECT c1::uuid, c2::uuid, c3, c4::float8 "
-                     "FROM sub_tmp_4 ON CONFLICT DO NOTHING",
+                     "relation, strength, context) SELECT c1::uuid, c2::uuid, c3, c4::float8, "
+                     "coalesce(c5, 'donto:default') FROM sub_tmp_4 ON CONFLICT DO NOTHING",
 };
 
 static int pg_put(donto_store *s, sub_kind k, const char *const *cells, size_t nrows,

@@ -85,7 +85,8 @@ static const char *const PUT_SQL[SUB_KIND_N] = {
     [SUB_CHUNK] = "INSERT INTO donto_memory_chunk (chunk_id, source, text, tx_from) "
                   "VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
     [SUB_ARGUMENT] = "INSERT INTO donto_argument (source_statement_id, target_statement_id, "
-                     "relation, strength, tx_from) VALUES (?1, ?2, ?3, ?4, ?5) "
+                     "relation, strength, context, tx_from) VALUES (?1, ?2, ?3, ?4, "
+                     "coalesce(?5, 'donto:default'), ?6) "
                      "ON CONFLICT DO NOTHING",
 };
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const int SUB_NCOLS[SUB_KIND_N] = {6, 3, 3, 3, 4};
+const int SUB_NCOLS[SUB_KIND_N] = {6, 3, 3, 3, 5};
 const int SUB_SCAN_COLS[DONTO_TARGET_N] = {8, 3, 3, 2};
 
 /* The substrate's SQL for each kind of database the store can be. */

@@ -12,7 +12,7 @@
  *   PREDICATE  iri, label, description          (upsert: a non-NULL label or
  *   ENTITY     iri, normalized_label, kind       description replaces NULL)
  *   CHUNK      chunk_id, source, text
- *   ARGUMENT   source_statement_id, target_statement_id, relation, strength */
+ *   ARGUMENT   source_statement_id, target_statement_id, relation, strength, context */
 typedef enum { SUB_STATEMENT, SUB_PREDICATE, SUB_ENTITY, SUB_CHUNK, SUB_ARGUMENT, SUB_KIND_N } sub_kind;
 extern const int SUB_NCOLS[SUB_KIND_N];
 

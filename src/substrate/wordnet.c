@@ -175,6 +175,44 @@ static int add_statement(sub_writer *w, const char *s, int rel, const char *o, c
     return sub_writer_add(w, SUB_STATEMENT, c, err);
 }
 
+/* Pointers that become arguments between claims (docs/substrate.md
+ * "WordNet"): a synset's defining claim is its first (instance_)hypernym
+ * statement ("X is a kind of H"); for a pointer X -> Y of these kinds, X's
+ * defining claim argues for or against Y's. Antonymy rebuts (being X rules
+ * out being Y), entailment and cause support (X happening makes Y so).
+ * Synsets without a hypernym (adjectives, adverbs, roots) have no defining
+ * claim and give no argument here. */
+static const char *arg_relation(const char *sym) {
+    if (!strcmp(sym, "!")) return "rebuts";
+    if (!strcmp(sym, "*") || !strcmp(sym, ">")) return "supports";
+    return NULL;
+}
+
+typedef struct wn_syn_ix {
+    const char *key;
+    size_t i;
+} wn_syn_ix;
+static int cmp_ix(const void *a, const void *b) {
+    return strcmp(((const wn_syn_ix *)a)->key, ((const wn_syn_ix *)b)->key);
+}
+
+/* The content id of sy's defining claim, 0; -1 when it has none among the
+ * synsets read. */
+static int defining_claim(const wn_synset *sy, const char (*keys)[12], size_t n, char id[37]) {
+    for (size_t k = 0; k < sy->nptrs; k++) {
+        const wn_ptr *p = &sy->ptrs[k];
+        if (strcmp(PTRS[p->rel].sym, "@") && strcmp(PTRS[p->rel].sym, "@i")) continue;
+        if (!bsearch(p->target, keys, n, sizeof *keys, cmp_key)) continue;
+        char siri[16], oiri[16], piri[40];
+        snprintf(siri, sizeof siri, "wn:%s", sy->key);
+        snprintf(oiri, sizeof oiri, "wn:%s", p->target);
+        snprintf(piri, sizeof piri, "wn:%s", PTRS[p->rel].name);
+        sub_content_id(siri, piri, oiri, NULL, SUB_DEFAULT_CONTEXT, id);
+        return 0;
+    }
+    return -1;
+}
+
 int donto_import_wordnet(donto_store *s, const char *dir, size_t limit, donto_progress_fn progress,
                          void *ctx, donto_load_stats *st, donto_err *err) {
     static const struct {
@@ -276,7 +314,7 @@ int donto_import_wordnet(donto_store *s, const char *dir, size_t limit, donto_pr
             if (rc == 0 && !strcmp(PTRS[p->rel].sym, "!") && strcmp(sy->key, p->target) < 0) {
                 char back[37];
                 rc = add_statement(&w, p->target, p->rel, sy->key, back, err);
-                const char *a[4] = {id, back, "rebuts", "1"};
+                const char *a[5] = {id, back, "rebuts", "1", NULL};
                 if (rc == 0) rc = sub_writer_add(&w, SUB_ARGUMENT, a, err);
             }
         }
@@ -286,6 +324,31 @@ int donto_import_wordnet(donto_store *s, const char *dir, size_t limit, donto_pr
             progress(ctx, "synsets written", i + 1, n);
         }
     }
+    /* The mapped pointers' arguments, after every statement is buffered
+     * (a flush writes statements before arguments, so none names a
+     * statement not yet written). */
+    wn_syn_ix *ix = donto_xmalloc((n ? n : 1) * sizeof *ix);
+    for (size_t i = 0; i < n; i++) ix[i] = (wn_syn_ix){syn[i].key, i};
+    qsort(ix, n, sizeof *ix, cmp_ix);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        wn_synset *sy = &syn[i];
+        char from[37];
+        if (defining_claim(sy, (const char(*)[12])keys, n, from)) continue;
+        for (size_t k = 0; k < sy->nptrs && rc == 0; k++) {
+            wn_ptr *p = &sy->ptrs[k];
+            const char *rel = arg_relation(PTRS[p->rel].sym);
+            if (!rel) continue;
+            /* Antonymy is symmetric: one argument per pair, from the first by key. */
+            if (!strcmp(rel, "rebuts") && strcmp(sy->key, p->target) >= 0) continue;
+            wn_syn_ix q = {p->target, 0}, *hit = bsearch(&q, ix, n, sizeof *ix, cmp_ix);
+            char to[37];
+            if (!hit || defining_claim(&syn[hit->i], (const char(*)[12])keys, n, to)) continue;
+            if (!strcmp(from, to)) continue;
+            const char *a[5] = {from, to, rel, "1", NULL};
+            rc = sub_writer_add(&w, SUB_ARGUMENT, a, err);
+        }
+    }
+    free(ix);
     if (rc == 0) rc = sub_writer_flush(&w, err);
     if (began) {
         if (rc == 0)
