@@ -33,14 +33,19 @@ cp "$BIN" "$W/tree/build/donto-sheaf"
 printf 'node_id\tnode_id\n0\t1\n1\t2\n2\t3\n3\t4\n4\t5\n5\t0\n' > "$W/tree/data/geom-gcn/tiny/out1_graph_edges.txt"
 printf 'node_id\tfeature\tlabel\n0\t1,0\t0\n1\t0,1\t1\n2\t1,1\t0\n3\t1,0\t0\n4\t0,1\t1\n5\t1,1\t1\n' \
   > "$W/tree/data/geom-gcn/tiny/out1_node_feature_label.txt"
-(cd "$W/cwd" && "$W/tree/build/donto-sheaf" train --data tiny --d 2 --hidden 2 --epochs 2 --quiet 2> "$W/tree.err") \
-  || fail "data/geom-gcn beside the executable's parent not searched: $(cat "$W/tree.err")"
+# tiny ships no split files: found, it is refused unless --random-splits (tests/sheaf_load.sh).
+(cd "$W/cwd" && "$W/tree/build/donto-sheaf" train --data tiny --d 2 --hidden 2 --epochs 2 --quiet --random-splits \
+  2> "$W/tree.err") || fail "data/geom-gcn beside the executable's parent not searched: $(cat "$W/tree.err")"
+if (cd "$W/cwd" && "$W/tree/build/donto-sheaf" train --data tiny --epochs 2 2> "$W/tree.err"); then
+  fail "tiny without split files trained without --random-splits"
+fi
+grep -q "tiny_split_0.6_0.2_0.npz" "$W/tree.err" || fail "the no-splits error names no file: $(cat "$W/tree.err")"
 
 # The overrides still win: --data-dir, then $DONTO_GEOM_GCN_DIR.
-(cd "$W/cwd" && DONTO_GEOM_GCN_DIR="$W/tree/data/geom-gcn" "$BIN" train --data tiny --d 2 --hidden 2 --epochs 2 --quiet) \
-  || fail "\$DONTO_GEOM_GCN_DIR not used"
-(cd "$W/cwd" && "$BIN" train --data tiny --data-dir "$W/tree/data/geom-gcn" --d 2 --hidden 2 --epochs 2 --quiet) \
-  || fail "--data-dir not used"
+(cd "$W/cwd" && DONTO_GEOM_GCN_DIR="$W/tree/data/geom-gcn" "$BIN" train --data tiny --d 2 --hidden 2 --epochs 2 --quiet \
+  --random-splits 2> /dev/null) || fail "\$DONTO_GEOM_GCN_DIR not used"
+(cd "$W/cwd" && "$BIN" train --data tiny --data-dir "$W/tree/data/geom-gcn" --d 2 --hidden 2 --epochs 2 --quiet \
+  --random-splits 2> /dev/null) || fail "--data-dir not used"
 if (cd "$W/cwd" && "$BIN" train --data nosuchgraph --epochs 2 2> "$W/none.err"); then fail "nosuchgraph found"; fi
 grep -q "data/geom-gcn" "$W/none.err" || fail "the not-found message names no place looked in: $(cat "$W/none.err")"
 echo "sheaf_data ok"

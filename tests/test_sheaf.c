@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -275,6 +276,166 @@ static void test_geom_gcn(void) {
     CHECK(donto_graph_load(&g, "no-such-dataset", data_dir(), NULL, &err) == -1, "unknown dataset must fail");
 }
 
+/* Loading honestly (issue 17): a missing split file is an error unless random splits are asked
+ * for; feature files listing the indices of nonzero features are read as such, never as values
+ * by accident; an .npz with edges and masks is a graph on its own. Fixtures in a temp dir. */
+static void put(const char *dir, const char *rel, const char *text) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    char *slash = strrchr(path, '/');
+    *slash = 0;
+    mkdir(path, 0755);
+    *slash = '/';
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (f) fputs(text, f), fclose(f);
+}
+
+static const char EDGES6[] = "node_id\tnode_id\n0\t1\n1\t2\n2\t3\n3\t4\n4\t5\n5\t0\n";
+
+static int load_in(donto_graph *g, const char *dir, const char *name, int splits, const char *features, donto_err *err) {
+    donto_graph_opts o = {0};
+    o.data_dir = dir, o.splits = splits;
+    if (features && donto_graph_features_parse(features, &o, err)) return -1;
+    return donto_graph_load_opts(g, name, &o, err);
+}
+
+static void test_load_honestly(void) {
+    char dir[] = "/tmp/donto_sheaf_load_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    donto_err err = {0};
+    donto_graph g;
+    /* dense rows */
+    put(dir, "dense/out1_graph_edges.txt", EDGES6);
+    put(dir, "dense/out1_node_feature_label.txt",
+        "node_id\tfeature\tlabel\n0\t1,0,0\t0\n1\t0,1,0\t1\n2\t1,1,0\t0\n3\t1,0,1\t0\n4\t0,1,1\t1\n5\t1,1,1\t1\n");
+    /* a missing split file: an error naming the file looked for and --random-splits */
+    CHECK(load_in(&g, dir, "dense", DONTO_SPLITS_REQUIRED, NULL, &err) == -1, "no split files must fail");
+    CHECK_STR_CONTAINS(err.msg, "splits/dense_split_0.6_0.2_0.npz");
+    CHECK_STR_CONTAINS(err.msg, "--random-splits");
+    CHECK_STR_CONTAINS(err.msg, "60/20/20");
+    CHECK(load_in(&g, dir, "dense", DONTO_SPLITS_RANDOM, NULL, &err) == 0, "%s", err.msg);
+    CHECK(g.n == 6 && g.f == 3 && g.nsplits == 10 && g.splits_random == 1, "dense: n %d f %d splits %d", g.n, g.f, g.nsplits);
+    CHECK_STR_CONTAINS(g.splits_from, "random");
+    CHECK_STR_CONTAINS(g.features_from, "dense rows of 3 values");
+    CHECK(fabsf(g.x[2 * 3 + 0] - 0.5f) < 1e-6 && fabsf(g.x[2 * 3 + 2]) < 1e-6, "dense row 2 (1,1,0)/2");
+    donto_graph_free(&g);
+    CHECK(load_in(&g, dir, "dense", DONTO_SPLITS_OPTIONAL, NULL, &err) == 0, "%s", err.msg);
+    CHECK(g.nsplits == 0 && !g.splits_random, "optional splits: none drawn (%d)", g.nsplits);
+    donto_graph_free(&g);
+
+    /* index rows of differing lengths: told from the rows, 0/1 rows of the largest index + 1 */
+    put(dir, "idx/out1_graph_edges.txt", EDGES6);
+    put(dir, "idx/out1_node_feature_label.txt",
+        "node_id\tfeature\tlabel\n0\t3,7\t0\n1\t2\t1\n2\t0,5,9\t0\n3\t1,4\t0\n4\t8\t1\n5\t6,2\t1\n");
+    CHECK(load_in(&g, dir, "idx", DONTO_SPLITS_RANDOM, NULL, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(g.f, 10);
+    CHECK(fabsf(g.x[2 * 10 + 0] - 1.0f / 3) < 1e-6 && fabsf(g.x[2 * 10 + 5] - 1.0f / 3) < 1e-6 &&
+              fabsf(g.x[2 * 10 + 9] - 1.0f / 3) < 1e-6 && g.x[2 * 10 + 1] == 0,
+          "node 2 lists 0,5,9");
+    CHECK(g.x[1 * 10 + 2] == 1.0f, "node 1 lists 2");
+    CHECK_STR_CONTAINS(g.features_from, "indices");
+    donto_graph_free(&g);
+    CHECK(load_in(&g, dir, "idx", DONTO_SPLITS_RANDOM, "indices:16", &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(g.f, 16);
+    donto_graph_free(&g);
+    CHECK(load_in(&g, dir, "idx", DONTO_SPLITS_RANDOM, "indices:5", &err) == -1, "index 9 of 5 must fail");
+    CHECK_STR_CONTAINS(err.msg, "outside 0..4");
+    /* the old misleading message ("1 features, earlier lines have 5") is gone: read as values,
+     * such rows are an error that says what they look like */
+    CHECK(load_in(&g, dir, "idx", DONTO_SPLITS_RANDOM, "dense", &err) == -1, "differing dense rows must fail");
+    CHECK(strstr(err.msg, "earlier lines") == NULL, "misleading message: %s", err.msg);
+    CHECK_STR_CONTAINS(err.msg, "--features indices");
+
+    /* index rows that happen to have equal lengths: never read as values silently */
+    const char *eq = "node_id\tfeature\tlabel\n0\t3,7\t0\n1\t2,4\t1\n2\t0,5\t0\n3\t1,4\t0\n4\t8,2\t1\n5\t6,2\t1\n";
+    put(dir, "eq/out1_graph_edges.txt", EDGES6);
+    put(dir, "eq/out1_node_feature_label.txt", eq);
+    CHECK(load_in(&g, dir, "eq", DONTO_SPLITS_RANDOM, NULL, &err) == -1, "ambiguous rows must fail");
+    CHECK_STR_CONTAINS(err.msg, "--features dense");
+    CHECK_STR_CONTAINS(err.msg, "--features indices");
+    CHECK_STR_CONTAINS(err.msg, "2 whole numbers");
+    CHECK(load_in(&g, dir, "eq", DONTO_SPLITS_RANDOM, "indices:12", &err) == 0, "%s", err.msg);
+    CHECK(g.f == 12 && g.x[0 * 12 + 3] == 0.5f && g.x[0 * 12 + 7] == 0.5f, "eq as indices:12 (f %d)", g.f);
+    donto_graph_free(&g);
+    CHECK(load_in(&g, dir, "eq", DONTO_SPLITS_RANDOM, "dense", &err) == 0, "%s", err.msg);
+    CHECK(g.f == 2 && fabsf(g.x[0] - 0.3f) < 1e-6, "eq as dense (f %d)", g.f);
+    donto_graph_free(&g);
+    /* ... or by the name, as geom-gcn's loader does: film is indices into 932 */
+    put(dir, "film/out1_graph_edges.txt", EDGES6);
+    put(dir, "film/out1_node_feature_label.txt", eq);
+    CHECK(load_in(&g, dir, "film", DONTO_SPLITS_RANDOM, NULL, &err) == 0, "%s", err.msg);
+    CHECK(g.f == 932 && g.x[4 * 932 + 8] == 0.5f && g.x[4 * 932 + 2] == 0.5f, "film: f %d", g.f);
+    CHECK_STR_CONTAINS(g.features_from, "932");
+    donto_graph_free(&g);
+    /* a film file whose rows look dense is not read as indices silently either */
+    char filmdir[4200];
+    snprintf(filmdir, sizeof filmdir, "%s/x", dir);
+    mkdir(filmdir, 0755);
+    put(filmdir, "film/out1_graph_edges.txt", EDGES6);
+    put(filmdir, "film/out1_node_feature_label.txt",
+        "node_id\tfeature\tlabel\n0\t1,0,0\t0\n1\t0,1,0\t1\n2\t1,1,0\t0\n3\t1,0,1\t0\n4\t0,1,1\t1\n5\t1,1,1\t1\n");
+    CHECK(load_in(&g, filmdir, "film", DONTO_SPLITS_RANDOM, NULL, &err) == -1, "dense-looking film must fail");
+    CHECK_STR_CONTAINS(err.msg, "--features dense");
+    CHECK(load_in(&g, filmdir, "film", DONTO_SPLITS_RANDOM, "dense", &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(g.f, 3);
+    donto_graph_free(&g);
+    /* neither layout: differing lengths with non-integers */
+    put(dir, "bad/out1_graph_edges.txt", EDGES6);
+    put(dir, "bad/out1_node_feature_label.txt", "node_id\tfeature\tlabel\n0\t3,7\t0\n1\t2.5\t1\n");
+    CHECK(load_in(&g, dir, "bad", DONTO_SPLITS_RANDOM, NULL, &err) == -1, "mixed rows must fail");
+    CHECK_STR_CONTAINS(err.msg, "neither");
+    /* --features is parsed strictly */
+    donto_graph_opts o = {0};
+    CHECK(donto_graph_features_parse("indices:0", &o, &err) == -1, "indices:0 must fail");
+    CHECK(donto_graph_features_parse("sparse", &o, &err) == -1, "sparse must fail");
+    CHECK(donto_graph_features_parse("indices", &o, &err) == 0 && o.features == DONTO_FEATURES_INDICES && o.feature_dim == 0,
+          "indices");
+
+    /* an .npz holding features, labels, edges and masks is a graph on its own: chameleon's, alone
+     * in a directory, is the in-repo chameleon (text edges + split files), masks included */
+    char src[8192], dst[8192];
+    snprintf(src, sizeof src, "%s/chameleon/chameleon.npz", data_dir());
+    snprintf(dst, sizeof dst, "%s/chameleon", dir);
+    mkdir(dst, 0755);
+    snprintf(dst, sizeof dst, "%s/chameleon/chameleon.npz", dir);
+    char *buf;
+    size_t len;
+    if (donto_read_file(src, &buf, &len, &err) == 0) {
+        FILE *f = fopen(dst, "wb");
+        CHECK(f && fwrite(buf, 1, len, f) == len, "copy chameleon.npz");
+        if (f) fclose(f);
+        free(buf);
+        donto_graph ref;
+        CHECK(donto_graph_load(&ref, "chameleon", data_dir(), NULL, &err) == 0, "%s", err.msg);
+        CHECK(load_in(&g, dir, "chameleon", DONTO_SPLITS_REQUIRED, NULL, &err) == 0, "%s", err.msg);
+        CHECK(!strcmp(g.fingerprint, ref.fingerprint), "chameleon.npz alone: another graph");
+        CHECK(g.nsplits == 10 && ref.nsplits == 10, "chameleon.npz alone: %d splits", g.nsplits);
+        for (int s = 0; s < 10 && g.nsplits == 10; s++) {
+            char a[65], b[65];
+            donto_graph_split_fingerprint(&g, s, a), donto_graph_split_fingerprint(&ref, s, b);
+            CHECK(!strcmp(a, b), "chameleon.npz alone: split %d's masks differ from the split files'", s);
+        }
+        CHECK_STR_CONTAINS(g.splits_from, "train_masks");
+        donto_graph_free(&g);
+        CHECK(donto_graph_load(&g, dst, NULL, NULL, &err) == 0, "--data FILE.npz: %s", err.msg);
+        CHECK(!strcmp(g.fingerprint, ref.fingerprint), "chameleon.npz as a file: another graph");
+        donto_graph_free(&g);
+        donto_graph_free(&ref);
+    } else {
+        CHECK(0, "%s", err.msg);
+    }
+    /* a directory with neither layout says what it wants */
+    snprintf(dst, sizeof dst, "%s/empty", dir);
+    mkdir(dst, 0755);
+    CHECK(load_in(&g, dir, "empty", DONTO_SPLITS_RANDOM, NULL, &err) == -1, "empty dir must fail");
+    CHECK_STR_CONTAINS(err.msg, "out1_node_feature_label.txt");
+    CHECK_STR_CONTAINS(err.msg, "empty.npz");
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0, "rm %s", dir);
+}
+
 static void test_checkpoint_and_determinism(void) {
     donto_err err = {0};
     donto_graph g;
@@ -462,6 +623,7 @@ int main(void) {
     test_metrics();
     test_fixed_dims();
     test_geom_gcn();
+    test_load_honestly();
     test_checkpoint_and_determinism();
     test_bad_input();
     test_oom();

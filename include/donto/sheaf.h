@@ -51,25 +51,56 @@ typedef struct donto_graph {
     int npairs, directed;
     int *pu, *pv, *pc;  /* [npairs] source, target, class */
     uint8_t *ptrain, *pval, *ptest; /* [nsplits][npairs] pair masks */
+    /* What the loader read, for logs, run records and checkpoints: */
+    char features_from[256]; /* the features' source and layout ("... dense rows of 1703 values") */
+    char splits_from[256];   /* the masks' source ("... splits/texas_split_0.6_0.2_<i>.npz, 10 splits") */
+    int splits_random;       /* 1: the masks were drawn at random (--random-splits, synthetic graphs) */
 } donto_graph;
 
+/* How donto_graph_load_opts reads a graph; all zero: the defaults. */
+enum { DONTO_SPLITS_REQUIRED = 0, DONTO_SPLITS_RANDOM = 1, DONTO_SPLITS_OPTIONAL = 2 };
+enum { DONTO_FEATURES_AUTO = 0, DONTO_FEATURES_DENSE = 1, DONTO_FEATURES_INDICES = 2 };
+typedef struct donto_graph_opts {
+    const char *data_dir; /* where geom-gcn names are looked up first (NULL: the default places) */
+    const char *task;     /* task of an export file (NULL: the first) */
+    /* A graph without split masks: REQUIRED, an error naming what was looked for; RANDOM
+     * (--random-splits), 10 random 60/20/20 splits of the labelled nodes, seed 0; OPTIONAL
+     * (infer), no splits (nsplits 0). A graph with masks keeps them whichever. */
+    int splits;
+    /* Rows of out1_node_feature_label.txt: AUTO tells dense values from lists of the indices of
+     * nonzero features (geom-gcn's film/actor store those) and refuses what it cannot tell;
+     * DENSE or INDICES say which. feature_dim: INDICES' dimension (0: the dataset's known one,
+     * 932 for film/actor, else the largest index + 1). Not AUTO is an error for other sources. */
+    int features;
+    int feature_dim;
+} donto_graph_opts;
+
 /* Load a graph. `spec` is one of:
- *   a geom-gcn dataset name (texas, wisconsin, cornell, chameleon), looked up under data_dir,
+ *   a geom-gcn dataset name (texas, wisconsin, cornell, chameleon, ...), looked up under data_dir,
  *     then $DONTO_GEOM_GCN_DIR, then the repository's data/geom-gcn: beside the executable's
  *     directory (/proc/self/exe/../../data/geom-gcn), then in the source tree built from (a
  *     compile-time path); never relative to the current directory;
- *   a directory holding out1_graph_edges.txt (+ features file or <name>.npz);
- *   a donto-sheaf export file (JSON, docs/sheaf-export.md), task = NULL for the first task.
- * Features are row-normalised for geom-gcn data (as the reference does). */
+ *   a dataset directory ROOT/NAME laid out the same way: out1_graph_edges.txt +
+ *     out1_node_feature_label.txt, splits in ROOT/splits/NAME_split_0.6_0.2_<i>.npz; or NAME.npz
+ *     holding features, labels, edges and masks, used for whatever the text files and the split
+ *     files do not provide (on its own when they are absent);
+ *   a .npz file (used on its own, as such a directory's NAME.npz);
+ *   a donto-sheaf export file (JSON, docs/sheaf-export.md).
+ * Features are row-normalised for geom-gcn data (as the reference does). g->features_from and
+ * g->splits_from say what was read. */
+int donto_graph_load_opts(donto_graph *g, const char *spec, const donto_graph_opts *opts, donto_err *err);
+/* donto_graph_load_opts with the defaults (splits required, features detected). */
 int donto_graph_load(donto_graph *g, const char *spec, const char *data_dir, const char *task,
                      donto_err *err);
+/* Parse --features: "dense", "indices" or "indices:DIM" into opts->features/feature_dim. */
+int donto_graph_features_parse(const char *text, donto_graph_opts *opts, donto_err *err);
 /* Build from arrays (copies them); edges may be directed/duplicated/self-loops: they are
  * symmetrised, deduplicated, self-loops dropped. */
 int donto_graph_from_arrays(donto_graph *g, int n, int f, const float *x, const int *y, int nclass,
                             int nedges, const int *src, const int *dst, donto_err *err);
 /* Deterministic random graph (tests, benches): n nodes, about m undirected edges. */
 int donto_graph_random(donto_graph *g, int n, int f, int nclass, long m, uint64_t seed, donto_err *err);
-/* Random 60/20/20 splits (for graphs without shipped ones). */
+/* nsplits random 60/20/20 splits of the labelled nodes (--random-splits: 10, seed 0). */
 void donto_graph_random_splits(donto_graph *g, int nsplits, uint64_t seed);
 /* Replace g's task by a random edge task (tests, parity): npairs random pairs (u != v) with
  * random classes 0..nclass-1 (class c drawn with weight c + 1: imbalanced), one random

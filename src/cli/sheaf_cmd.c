@@ -124,6 +124,49 @@ static void hp_opts(donto_opt *t, donto_sheaf_hp *hp, int *threads) {
                 "all runs (default 1)"                                                                            \
     }
 
+/* How graphs are read (donto_graph_opts): the options of every command that loads one. */
+_Static_assert(DONTO_SPLITS_RANDOM == 1, "--random-splits is a flag: it sets opts.splits to 1");
+static int parse_features(const char *v, void *dest, donto_err *err) {
+    return donto_graph_features_parse(v, dest, err);
+}
+#define GRAPH_LOAD_OPTS(go)                                                                                       \
+    {DONTO_OPT_FLAG, "random-splits", 0, &(go)->splits,                                                           \
+     .help = "a graph without splits: 10 random 60/20/20 splits of its labelled nodes (seed 0)\n"                 \
+             "instead of an error (not geom-gcn's protocol; a graph with splits keeps them)"},                    \
+    {                                                                                                             \
+        DONTO_OPT_CALLBACK, "features", 0, (go), .parse = parse_features, .metavar = "dense|indices[:DIM]",      \
+        .help = "how out1_node_feature_label.txt lists features: values, or the indices of the\n"                 \
+                "nonzero ones out of DIM (default: film/actor 932, else the largest + 1);\n"                      \
+                "default: told from the rows, an error when it cannot be"                                         \
+    }
+
+/* How a graph is named: the end of --help of every command that loads one. */
+#define GRAPH_HELP                                                                                                \
+    "GRAPH is one of\n"                                                                                            \
+    "  NAME       a dataset directory NAME under --data-dir, $DONTO_GEOM_GCN_DIR, or the repository's\n"          \
+    "             data/geom-gcn (which carries texas, wisconsin, cornell, chameleon)\n"                           \
+    "  DIR/NAME   a dataset directory anywhere, laid out as geom-gcn's; it holds either\n"                        \
+    "               out1_graph_edges.txt (u<TAB>v lines) + out1_node_feature_label.txt\n"                         \
+    "               (id<TAB>f1,f2,...<TAB>label lines), the splits in DIR/splits/NAME_split_0.6_0.2_<i>.npz\n"    \
+    "               (i = 0, 1, ...; arrays train_mask, val_mask, test_mask), or\n"                                \
+    "               NAME.npz with node_features|x|features [N,F], node_labels|y|labels [N],\n"                    \
+    "               edges [E,2] | edge_index [2,E], train_masks|train_mask, val_masks|val_mask,\n"                \
+    "               test_masks|test_mask ([S,N], [N,S] or [N]): used on its own, or for what the\n"               \
+    "               text files and the split files do not give\n"                                                 \
+    "  FILE.npz   such an .npz on its own\n"                                                                     \
+    "  FILE       an export file (docs/sheaf-export.md)\n"                                                       \
+    "A graph without splits is an error unless --random-splits, which draws 10 random 60/20/20 splits of\n"      \
+    "the labelled nodes (seed 0): not geom-gcn's protocol (its fixed splits are 48/32/20), so the run says\n"    \
+    "so. Feature lines hold values or the indices of the nonzero features (geom-gcn's film: 932 0/1\n"          \
+    "features); which is told from the rows or the name, and --features says it where it cannot be.\n"
+
+/* One line on stderr saying what was loaded (always when the splits were drawn at random). */
+static void say_graph(const char *prog, const donto_graph *g, int quiet) {
+    if (quiet && !g->splits_random) return;
+    fprintf(stderr, "%s: %s: %d nodes, %d edges; features: %s; splits: %s\n", prog, g->name, g->n, g->ne,
+            g->features_from, g->splits_from);
+}
+
 static void set_threads(int threads) {
     if (threads > 0) {
         omp_set_num_threads(threads);
@@ -316,15 +359,18 @@ static int cmd_train(int argc, char **argv) {
     donto_sheaf_hp_default(&hp);
     const char *data = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL;
     int split = 0, json_out = 0, log = 0, quiet = 0, threads = 0, seeds = 1;
+    donto_graph_opts go = {0};
     donto_opt hpt[HP_NOPT];
     hp_opts(hpt, &hp, &threads);
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "data", 0, &data, .metavar = "GRAPH",
-         .help = "geom-gcn name (texas, wisconsin, cornell, chameleon), dataset dir, or export file"},
+         .help = "geom-gcn name (texas, wisconsin, cornell, chameleon), dataset directory,\n"
+                 ".npz, or export file (below)"},
         {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR",
          .help = "where geom-gcn datasets live (default $DONTO_GEOM_GCN_DIR, else the repository's\n"
                  "data/geom-gcn: beside the executable's directory, or the source tree built from)"},
         {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME", .help = "task of an export file (default: the first)"},
+        GRAPH_LOAD_OPTS(&go),
         SPLIT_OPT(&split, "0"),
         SEEDS_OPT(&seeds),
         {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE",
@@ -344,7 +390,7 @@ static int cmd_train(int argc, char **argv) {
         "(docs/sheaf.md \"Edge tasks\") with class-weighted NLL, and reports macro-F1 (and ROC-AUC,\n"
         "PR-AUC for two classes) besides accuracy, selected on the task's metric.\n"
         "\n",
-        opts, NULL};
+        opts, "\n" GRAPH_HELP};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
     if (orc >= 0) return orc;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
@@ -357,10 +403,12 @@ static int cmd_train(int argc, char **argv) {
     set_threads(threads);
     donto_err err = {0};
     donto_graph g;
-    if (donto_graph_load(&g, data, data_dir, task, &err)) {
+    go.data_dir = data_dir, go.task = task;
+    if (donto_graph_load_opts(&g, data, &go, &err)) {
         fprintf(stderr, "donto-sheaf train: %s\n", err.msg);
         return 1;
     }
+    say_graph("donto-sheaf train", &g, quiet || json_out);
     json_t *splits = json_array();
     run_summary sum = {0};
     int rc = run_splits(&hp, &g, split, seeds, log, quiet || json_out, ckpt, splits, &sum, &err);
@@ -374,6 +422,9 @@ static int cmd_train(int argc, char **argv) {
         json_t *o = json_object();
         json_object_set_new(o, "dataset", json_string(g.name));
         json_object_set_new(o, "fingerprint", json_string(g.fingerprint));
+        json_object_set_new(o, "features", json_string(g.features_from));
+        json_object_set_new(o, "splits_source", json_string(g.splits_from));
+        json_object_set_new(o, "random_splits", json_boolean(g.splits_random));
         json_object_set_new(o, "hparams", hp_summary(&hp));
         json_object_set_new(o, "task", json_string(g.task_kind == DONTO_TASK_EDGE ? "edge" : "node"));
         json_object_set_new(o, "splits", splits);
@@ -392,6 +443,7 @@ static int cmd_train(int argc, char **argv) {
             printf(" test_%s %.2f +- %.2f", donto_metric_name(sum.metric), 100 * sum.test_metric, 100 * sum.test_metric_sd);
         printf(" over %d split(s)", split < 0 ? g.nsplits : 1);
         if (seeds > 1) printf(" x %d seeds", seeds);
+        if (g.splits_random) printf(" (random 60/20/20 splits, --random-splits)");
         printf("\n");
     }
     donto_graph_free(&g);
@@ -424,11 +476,13 @@ static int graph_gate(const char *prog, const char *ckpt, const donto_sheaf_mode
 static int cmd_eval(int argc, char **argv) {
     const char *data = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL;
     int split = -2, json_out = 0, threads = 0, other_graph = 0, other_splits = 0; /* split -2: the checkpoint's */
+    donto_graph_opts go = {0};
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE", .help = "the model (required)"},
         {DONTO_OPT_STRING, "data", 0, &data, .metavar = "GRAPH", .help = "the graph, as for train (required)"},
         {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR", .help = "as for train"},
         {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME", .help = "as for train"},
+        GRAPH_LOAD_OPTS(&go),
         SPLIT_OPT(&split, "the split the checkpoint was trained on"),
         {DONTO_OPT_FLAG, "allow-other-splits", 0, &other_splits,
          .help = "evaluate splits other than the one trained on, marked not held out\n"
@@ -451,7 +505,8 @@ static int cmd_eval(int argc, char **argv) {
         "error unless --allow-other-graph. Only the trained split's test accuracy is held out: the test\n"
         "nodes of the other splits overlap its training and validation nodes, so --split I (another I) and\n"
         "--split all are refused unless --allow-other-splits, and their results are then marked not held\n"
-        "out (so are every split's for a checkpoint that records no training split).\n"};
+        "out (so are every split's for a checkpoint that records no training split).\n"
+        "\n" GRAPH_HELP};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
     if (orc >= 0) return orc;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
@@ -459,10 +514,12 @@ static int cmd_eval(int argc, char **argv) {
     set_threads(threads);
     donto_err err = {0};
     donto_graph g;
-    if (donto_graph_load(&g, data, data_dir, task, &err)) {
+    go.data_dir = data_dir, go.task = task;
+    if (donto_graph_load_opts(&g, data, &go, &err)) {
         fprintf(stderr, "donto-sheaf eval: %s\n", err.msg);
         return 1;
     }
+    say_graph("donto-sheaf eval", &g, 1);
     donto_sheaf_model *m = donto_sheaf_load(ckpt, &g, NULL, &err);
     if (!m) {
         fprintf(stderr, "donto-sheaf eval: %s\n", err.msg);
@@ -591,12 +648,15 @@ static void infer_pairs(FILE *f, const donto_graph *g, const float *logp, int K,
 static int cmd_infer(int argc, char **argv) {
     const char *in = NULL, *data_dir = NULL, *task = NULL, *ckpt = NULL, *out = NULL;
     int threads = 0, format = INFER_JSONL, other_graph = 0, split = -2, pairs = 0;
+    donto_graph_opts go = {0};
+    go.splits = DONTO_SPLITS_OPTIONAL; /* predictions need no masks; --random-splits draws them anyway */
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "checkpoint", 0, &ckpt, .metavar = "FILE", .help = "the model (required)"},
         {DONTO_OPT_STRING, "in", 0, &in, .metavar = "GRAPH", .help = "the graph, as --data of train (required)"},
         {DONTO_OPT_STRING, "data", 0, &in, .metavar = "GRAPH", .help = "the same as --in"},
         {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR", .help = "as for train"},
         {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME", .help = "as for train"},
+        GRAPH_LOAD_OPTS(&go),
         {DONTO_OPT_STRING, "out", 0, &out, .metavar = "FILE", .help = "output (default: stdout)"},
         {DONTO_OPT_CHOICE, "format", 0, &format, .choices = INFER_FORMATS,
          .help = "jsonl (default): {\"node\": id, \"pred\": k, \"logp\": [...]} per line (%.9g floats)\n"
@@ -617,9 +677,9 @@ static int cmd_infer(int argc, char **argv) {
         "Predicted class and log-probabilities for every node (the same forward as training's eval);\n"
         "for an edge task (--task), for every pair of the task or of one set (--pairs).\n"
         "The graph must be the one the checkpoint was trained on (the same fingerprint: features, labels,\n"
-        "edges) unless --allow-other-graph.\n"
+        "edges) unless --allow-other-graph. A graph without splits is fine here.\n"
         "\n",
-        opts, NULL};
+        opts, "\n" GRAPH_HELP};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
     if (orc >= 0) return orc;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
@@ -627,10 +687,12 @@ static int cmd_infer(int argc, char **argv) {
     set_threads(threads);
     donto_err err = {0};
     donto_graph g;
-    if (donto_graph_load(&g, in, data_dir, task, &err)) {
+    go.data_dir = data_dir, go.task = task;
+    if (donto_graph_load_opts(&g, in, &go, &err)) {
         fprintf(stderr, "donto-sheaf infer: %s\n", err.msg);
         return 1;
     }
+    say_graph("donto-sheaf infer", &g, 1);
     donto_sheaf_model *m = donto_sheaf_load(ckpt, &g, NULL, &err);
     if (!m) {
         fprintf(stderr, "donto-sheaf infer: %s\n", err.msg);
@@ -716,6 +778,7 @@ static int cmd_sweep(int argc, char **argv) {
     donto_sheaf_hp_default(&base);
     const char *grid = NULL, *data_dir = NULL, *out = NULL, *task = NULL;
     int split = -1, json_out = 0, threads = 0, seeds = 1;
+    donto_graph_opts go = {0};
     donto_opt hpt[HP_NOPT];
     hp_opts(hpt, &base, &threads);
     const donto_opt opts[] = {
@@ -728,6 +791,7 @@ static int cmd_sweep(int argc, char **argv) {
         {DONTO_OPT_STRING, "task", 0, &task, .metavar = "NAME",
          .help = "task of the export files (default: the grid's \"task\", else each file's first)"},
         {DONTO_OPT_STRING, "data-dir", 0, &data_dir, .metavar = "DIR", .help = "as for train"},
+        GRAPH_LOAD_OPTS(&go),
         {DONTO_OPT_INCLUDE, .dest = hpt, .help = "model and training options (the defaults for keys the grid does not set):"},
         {0}};
     const donto_opt_cmd cmd = {
@@ -743,7 +807,7 @@ static int cmd_sweep(int argc, char **argv) {
         "prints the best configuration per dataset on stderr: by mean validation accuracy for node tasks, by\n"
         "the task's validation metric (macro_f1, roc_auc: the export's \"metric\") for edge tasks.\n"
         "\n",
-        opts, NULL};
+        opts, "\nThe grid's datasets are GRAPHs, read with --random-splits and --features as given.\n" GRAPH_HELP};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
     if (orc >= 0) return orc;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
@@ -818,11 +882,13 @@ static int cmd_sweep(int argc, char **argv) {
         const char *ds = json_string_value(json_array_get(datasets, di));
         donto_err err = {0};
         donto_graph g;
-        if (!ds || donto_graph_load(&g, ds, data_dir, task, &err)) {
+        go.data_dir = data_dir, go.task = task;
+        if (!ds || donto_graph_load_opts(&g, ds, &go, &err)) {
             fprintf(stderr, "donto-sheaf sweep: %s\n", ds ? err.msg : "datasets must be strings");
             rc = 1;
             break;
         }
+        say_graph("donto-sheaf sweep", &g, 1);
         double best_val = -1;
         for (long ci = 0; ci < nconf; ci++) {
             donto_sheaf_hp hp = base;
@@ -851,6 +917,7 @@ static int cmd_sweep(int argc, char **argv) {
             json_object_set_new(r, "splits", json_integer(nsp));
             json_object_set_new(r, "seeds", json_integer(seeds));
             summary_json(r, &sum);
+            json_object_set_new(r, "random_splits", json_boolean(g.splits_random));
             json_decref(sp);
             double tm = sum.test_acc, ts = sum.test_acc_sd, vm = sum.val_acc;
             if (!json_out) {

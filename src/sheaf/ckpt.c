@@ -91,6 +91,11 @@ int donto_sheaf_save(const donto_sheaf_model *m, const donto_graph *g, const don
     json_object_set_new(gj, "nclass", json_integer(donto_sheaf_model_classes(m)));
     json_object_set_new(gj, "edges", json_integer(m->ne));
     json_object_set_new(gj, "fingerprint", json_string(g ? g->fingerprint : ""));
+    if (g && g->features_from[0]) json_object_set_new(gj, "features", json_string(g->features_from));
+    if (g && g->splits_from[0]) { /* what the masks were: shipped, or drawn (--random-splits) */
+        json_object_set_new(gj, "splits", json_string(g->splits_from));
+        json_object_set_new(gj, "random_splits", json_boolean(g->splits_random));
+    }
     json_object_set_new(root, "graph", gj);
     json_t *tj = json_object();
     json_object_set_new(tj, "kind", json_string(m->task == DONTO_TASK_EDGE ? "edge" : "node"));

@@ -1,13 +1,17 @@
 /*
  * Graphs for sheaf learning: the geom-gcn benchmark files (text + numpy .npz, read with
- * zlib's raw inflate), donto-sheaf export files (docs/sheaf-export.md), and synthetic
- * random graphs. Every loader ends in donto_graph_from_arrays, which symmetrises the
- * edges, drops self-loops and duplicates, as the NSD reference does.
+ * zlib's raw inflate; feature rows dense or index lists; an .npz with edges and masks on its
+ * own), donto-sheaf export files (docs/sheaf-export.md), and synthetic random graphs. Every
+ * loader ends in donto_graph_from_arrays, which symmetrises the edges, drops self-loops and
+ * duplicates, as the NSD reference does. A graph without split masks is an error unless the
+ * caller asks for random ones (settle_splits; docs/sheaf.md "Datasets").
  */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,12 +74,24 @@ static int npy_parse(const unsigned char *b, size_t len, donto_npy *out, const c
     while (*p && *p != ')' && out->ndim < 4) {
         while (*p == ' ' || *p == ',') p++;
         if (*p == ')') break;
-        out->shape[out->ndim++] = strtol(p, &p, 10);
+        char *q = p;
+        out->shape[out->ndim] = strtol(p, &p, 10);
+        if (p == q || out->shape[out->ndim] < 0) {
+            free(h);
+            return donto_seterr(err, "%s: bad shape in the .npy header", what);
+        }
+        if (*p == 'L') p++; /* Python 2's long literals: (3L,) */
+        out->ndim++;
     }
     free(h);
     size_t esz = (size_t)atoi(out->descr + 2), cnt = 1;
-    for (int i = 0; i < out->ndim; i++) cnt *= (size_t)out->shape[i];
+    for (int i = 0; i < out->ndim; i++) {
+        if (out->shape[i] && cnt > SIZE_MAX / 16 / (size_t)out->shape[i])
+            return donto_seterr(err, "%s: .npy shape too large", what);
+        cnt *= (size_t)out->shape[i];
+    }
     out->nbytes = cnt * esz;
+    if (esz < 1 || esz > 16) return donto_seterr(err, "%s: unsupported dtype %s", what, out->descr);
     if (ho + hl + out->nbytes > len) return donto_seterr(err, "%s: .npy data shorter than its shape", what);
     out->data = galloc(out->nbytes, 1, what, err);
     if (!out->data) return -1;
@@ -83,33 +99,45 @@ static int npy_parse(const unsigned char *b, size_t len, donto_npy *out, const c
     return 0;
 }
 
-int donto_npz_read(const char *path, const char *name, donto_npy *out, donto_err *err) {
+/* An .npz read into memory once; arrays are taken from it by name. */
+typedef struct {
+    const char *path;
     char *buf;
     size_t len;
-    if (donto_read_file(path, &buf, &len, err)) return -1;
-    const unsigned char *b = (const unsigned char *)buf;
+} npz_file;
+
+static int npz_open(npz_file *z, const char *path, donto_err *err) {
+    z->path = path, z->buf = NULL, z->len = 0;
+    return donto_read_file(path, &z->buf, &z->len, err);
+}
+static void npz_close(npz_file *z) {
+    free(z->buf);
+    z->buf = NULL;
+}
+
+/* Array `name` of z: 0 (out filled), 1 when z has no such array (err untouched), -1 when the
+ * file is damaged. names (cap > 0): the arrays z holds, "a, b, c" (name NULL: only that). */
+static int npz_get(const npz_file *z, const char *name, donto_npy *out, char *names, size_t cap, donto_err *err) {
+    const char *path = z->path;
+    const unsigned char *b = (const unsigned char *)z->buf;
+    size_t len = z->len;
     long eocd = -1;
     for (long i = (long)len - 22; i >= 0 && i >= (long)len - 65557; i--)
         if (rd32(b + i) == 0x06054b50) {
             eocd = i;
             break;
         }
-    int rc = -1;
     char want[256];
-    snprintf(want, sizeof want, "%s.npy", name);
-    if (eocd < 0) {
-        donto_seterr(err, "%s: not a zip file", path);
-        goto done;
-    }
+    snprintf(want, sizeof want, "%s.npy", name ? name : "");
+    if (names && cap) names[0] = 0;
+    if (eocd < 0) return donto_seterr(err, "%s: not a zip file", path);
     size_t nent = rd16(b + eocd + 10), cd = rd32(b + eocd + 16);
     for (size_t e = 0, p = cd; e < nent; e++) {
-        if (p + 46 > len || rd32(b + p) != 0x02014b50) {
-            donto_seterr(err, "%s: bad zip central directory", path);
-            goto done;
-        }
+        if (p + 46 > len || rd32(b + p) != 0x02014b50) return donto_seterr(err, "%s: bad zip central directory", path);
         int method = rd16(b + p + 10);
         uint64_t csz = rd32(b + p + 20), usz = rd32(b + p + 24), loff = rd32(b + p + 42);
         size_t nl = rd16(b + p + 28), xl = rd16(b + p + 30), cl = rd16(b + p + 32);
+        if (p + 46 + nl + xl > len) return donto_seterr(err, "%s: bad zip central directory", path);
         const unsigned char *x = b + p + 46 + nl, *xe = x + xl;
         while (x + 4 <= xe) { /* zip64 extended information */
             size_t id = rd16(x), sz = rd16(x + 2);
@@ -121,54 +149,92 @@ int donto_npz_read(const char *path, const char *name, donto_npy *out, donto_err
             }
             x += 4 + sz;
         }
-        if (nl == strlen(want) && !memcmp(b + p + 46, want, nl)) {
-            if (loff + 30 > len || rd32(b + loff) != 0x04034b50) {
-                donto_seterr(err, "%s: bad zip local header for %s", path, want);
-                goto done;
-            }
+        if (names && cap && nl > 4 && !memcmp(b + p + 46 + nl - 4, ".npy", 4)) {
+            size_t l = strlen(names);
+            snprintf(names + l, cap - l, "%s%.*s", l ? ", " : "", (int)(nl - 4), (const char *)b + p + 46);
+        }
+        if (name && nl == strlen(want) && !memcmp(b + p + 46, want, nl)) {
+            if (loff + 30 > len || rd32(b + loff) != 0x04034b50)
+                return donto_seterr(err, "%s: bad zip local header for %s", path, want);
             size_t data = loff + 30 + rd16(b + loff + 26) + rd16(b + loff + 28);
-            if (data + csz > len) {
-                donto_seterr(err, "%s: %s truncated", path, want);
-                goto done;
-            }
+            if (data + csz > len) return donto_seterr(err, "%s: %s truncated", path, want);
             unsigned char *raw = galloc(usz, 1, want, err);
-            if (!raw) goto done;
+            if (!raw) return -1;
             if (method == 0) {
+                if (usz > csz) return free(raw), donto_seterr(err, "%s: %s truncated", path, want);
                 memcpy(raw, b + data, usz);
             } else if (method == 8) {
                 z_stream s;
                 memset(&s, 0, sizeof s);
-                if (inflateInit2(&s, -15) != Z_OK) {
-                    free(raw);
-                    donto_seterr(err, "zlib init failed");
-                    goto done;
-                }
+                if (inflateInit2(&s, -15) != Z_OK) return free(raw), donto_seterr(err, "zlib init failed");
                 s.next_in = (unsigned char *)b + data, s.avail_in = (uInt)csz;
                 s.next_out = raw, s.avail_out = (uInt)usz;
                 int zr = inflate(&s, Z_FINISH);
                 inflateEnd(&s);
-                if (zr != Z_STREAM_END || s.total_out != usz) {
-                    free(raw);
-                    donto_seterr(err, "%s: %s: corrupt deflate data", path, want);
-                    goto done;
-                }
+                if (zr != Z_STREAM_END || s.total_out != usz)
+                    return free(raw), donto_seterr(err, "%s: %s: corrupt deflate data", path, want);
             } else {
                 free(raw);
-                donto_seterr(err, "%s: %s: unsupported zip compression %d", path, want, method);
-                goto done;
+                return donto_seterr(err, "%s: %s: unsupported zip compression %d", path, want, method);
             }
             char what[512];
             snprintf(what, sizeof what, "%s:%s", path, want);
-            rc = npy_parse(raw, usz, out, what, err);
+            int rc = npy_parse(raw, usz, out, what, err);
             free(raw);
-            goto done;
+            return rc;
         }
         p += 46 + nl + xl + cl;
     }
-    donto_seterr(err, "%s: no array '%s'", path, name);
-done:
-    free(buf);
+    return 1;
+}
+
+/* The first of names[] that z holds: 0 (*which its index), 1 when it holds none, -1 on error. */
+static int npz_first(const npz_file *z, const char *const *names, donto_npy *out, int *which, donto_err *err) {
+    for (int i = 0; names[i]; i++) {
+        int rc = npz_get(z, names[i], out, NULL, 0, err);
+        if (rc <= 0) {
+            *which = i;
+            return rc;
+        }
+    }
+    return 1;
+}
+
+int donto_npz_read(const char *path, const char *name, donto_npy *out, donto_err *err) {
+    npz_file z;
+    if (npz_open(&z, path, err)) return -1;
+    int rc = npz_get(&z, name, out, NULL, 0, err);
+    npz_close(&z);
+    if (rc == 1) return donto_seterr(err, "%s: no array '%s'", path, name);
     return rc;
+}
+
+/* Element type of an array: kind 'f' (float), 'i' (signed), 'u' (unsigned, bool) and size;
+ * -1 for what the loaders do not read (strings, objects, big-endian, float16). */
+static int npy_type(const donto_npy *a, char *kind, int *size) {
+    const char *d = a->descr;
+    if (d[0] != '<' && d[0] != '|' && d[0] != '=') return -1;
+    char k = d[1];
+    int s = atoi(d + 2);
+    if (k == 'b' && s == 1) k = 'u';
+    if (!((k == 'f' && (s == 4 || s == 8)) || ((k == 'i' || k == 'u') && (s == 1 || s == 2 || s == 4 || s == 8))))
+        return -1;
+    *kind = k, *size = s;
+    return 0;
+}
+
+static double npy_at(const donto_npy *a, char kind, int size, size_t i) {
+    const unsigned char *p = (const unsigned char *)a->data + i * (size_t)size;
+    union { float f4; double f8; int8_t i1; int16_t i2; int32_t i4; int64_t i8; uint8_t u1; uint16_t u2; uint32_t u4; uint64_t u8; } v;
+    memcpy(&v, p, size);
+    if (kind == 'f') return size == 4 ? v.f4 : v.f8;
+    if (kind == 'i') return size == 1 ? v.i1 : size == 2 ? v.i2 : size == 4 ? v.i4 : (double)v.i8;
+    return size == 1 ? v.u1 : size == 2 ? v.u2 : size == 4 ? v.u4 : (double)v.u8;
+}
+
+/* Flat index of element (i, j) of a 2-D array, in either memory order. */
+static size_t npy_idx2(const donto_npy *a, long i, long j) {
+    return a->fortran ? (size_t)j * (size_t)a->shape[0] + (size_t)i : (size_t)i * (size_t)a->shape[1] + (size_t)j;
 }
 
 /* ------------------------------------------------------------------ */
@@ -318,6 +384,10 @@ int donto_graph_random(donto_graph *g, int n, int f, int nclass, long m, uint64_
     if (!rc) {
         snprintf(g->name, sizeof g->name, "random-%d-%ld-%llu", n, m, (unsigned long long)seed);
         donto_graph_random_splits(g, 1, seed);
+        snprintf(g->features_from, sizeof g->features_from, "synthetic");
+        snprintf(g->splits_from, sizeof g->splits_from, "random 60/20/20 of the labelled nodes, 1 split, seed %llu",
+                 (unsigned long long)seed);
+        g->splits_random = 1;
     }
     return rc;
 }
@@ -418,7 +488,8 @@ static int read_edges_txt(const char *path, int **src, int **dst, int *m, donto_
         char *e1, *e2;
         long a = strtol(line, &e1, 10), b = strtol(e1, &e2, 10);
         if (e1 == line || e2 == e1) {
-            free(buf);
+            free(buf), free(*src), free(*dst);
+            *src = *dst = NULL;
             return donto_seterr(err, "%s:%d: expected two node ids", path, lineno);
         }
         if (cnt == cap) {
@@ -426,6 +497,7 @@ static int read_edges_txt(const char *path, int **src, int **dst, int *m, donto_
             if (grealloc((void **)src, cap, sizeof(int), "the edge list", err) ||
                 grealloc((void **)dst, cap, sizeof(int), "the edge list", err)) {
                 free(buf), free(*src), free(*dst);
+                *src = *dst = NULL;
                 return -1;
             }
         }
@@ -436,68 +508,217 @@ static int read_edges_txt(const char *path, int **src, int **dst, int *m, donto_
     return 0;
 }
 
-static int read_features_txt(const char *path, float **x, int **y, int *n, int *f, donto_err *err) {
+/* The feature dimension of datasets whose feature file lists the indices of each node's nonzero
+ * features: geom-gcn's film (PyG calls it Actor), which geom-gcn's loader (utils_data.py) reads
+ * as np.zeros(932) with the listed entries set to 1. 0 for any other name. */
+static int known_index_dim(const char *name) {
+    return !strcmp(name, "film") || !strcmp(name, "actor") ? 932 : 0;
+}
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    char *feat; /* the features field, NUL-terminated */
+    int id, label, lineno, count;
+} feat_row;
+
+/* out1_node_feature_label.txt: a header, then id<TAB>features<TAB>label per node, features
+ * either dense values "f1,f2,...,fF" or the indices of the nonzero ones "j1,j2,..." (film).
+ * The layout is o->features, the dataset name's (known_index_dim), or told from the rows:
+ *   differing numbers of values, all whole numbers >= 0          -> indices
+ *   the same number on every line, and some value not a whole number >= 0, or a line repeating
+ *   a value (an index list names each index once), or only 0s and 1s  -> dense
+ *   the same number on every line, whole numbers, some above 1, none repeated in a line: either
+ *   could be meant -> an error asking for --features.
+ * Index rows become 0/1 rows. desc says what was read. */
+static int read_features_txt(const char *path, const char *name, const donto_graph_opts *o, float **x, int **y,
+                             int *n, int *f, char *desc, size_t dcap, donto_err *err) {
     char *buf;
     size_t len;
     if (donto_read_file(path, &buf, &len, err)) return -1;
-    /* count lines */
-    int lines = 0;
+    size_t lines = 1;
     for (size_t i = 0; i < len; i++) lines += buf[i] == '\n';
-    int cap = lines + 1, cnt = 0, nf = -1;
-    int *ids = galloc(cap, sizeof(int), "node ids", err), *lab = galloc(cap, sizeof(int), "node labels", err);
-    if (!ids || !lab) return free(buf), free(ids), free(lab), -1;
-    float *feat = NULL;
-    char *save = NULL, *line = strtok_r(buf, "\n", &save);
-    int lineno = 0, rc = 0;
-    for (; line; line = strtok_r(NULL, "\n", &save)) {
-        lineno++;
-        if (lineno == 1 && !isdigit((unsigned char)line[0])) continue;
-        char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+    feat_row *rows = galloc(lines, sizeof *rows, "feature rows", err);
+    if (!rows) return free(buf), -1;
+    long *tmp = NULL;
+    size_t tcap = 0;
+    int cnt = 0, rc = 0, lineno = 0, first = 1;
+    /* what the rows look like */
+    int minlen = -1, maxlen = -1, minline = 0, maxline = 0, nonint = 0, nonint_line = 0, dup = 0;
+    int all01 = 1, maxint_line = 0;
+    long maxint = -1;
+    char nonint_tok[64] = "";
+    for (char *p = buf, *end = buf + len; p < end && !rc;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) nl = end;
+        char *line = p;
+        *nl = 0, p = nl + 1, lineno++;
+        if (nl > line && nl[-1] == '\r') nl[-1] = 0;
+        if (!*line) continue;
+        if (first) {
+            first = 0;
+            if (!isdigit((unsigned char)line[0])) continue; /* header */
+        }
+        char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL, *ie, *le;
         if (!t2) {
             rc = donto_seterr(err, "%s:%d: expected id<TAB>features<TAB>label", path, lineno);
             break;
         }
-        int k = 1;
-        for (char *p = t1 + 1; p < t2; p++) k += *p == ',';
-        if (nf < 0) {
-            nf = k;
-            if (!(feat = galloc((size_t)cap * nf, sizeof(float), "node features", err))) {
-                rc = -1;
+        feat_row *r = &rows[cnt];
+        long id = strtol(line, &ie, 10), lab = strtol(t2 + 1, &le, 10);
+        while (*ie == ' ') ie++;
+        while (*le == ' ' || *le == '\r') le++;
+        if (ie != t1 || le == t2 + 1 || *le || id < 0 || id > INT_MAX || lab < -1 || lab > INT_MAX) {
+            rc = donto_seterr(err, "%s:%d: expected a node id and a class label (whole numbers)", path, lineno);
+            break;
+        }
+        *t2 = 0;
+        r->feat = t1 + 1, r->id = (int)id, r->label = (int)lab, r->lineno = lineno, r->count = 0;
+        int ints = !nonint;
+        for (char *q = r->feat; *q;) { /* an empty field: no values */
+            char *te = strchr(q, ',');
+            if (!te) te = q + strlen(q);
+            char *s0 = q, *s1 = te;
+            while (s0 < s1 && (*s0 == ' ' || *s0 == '\r')) s0++;
+            while (s1 > s0 && (s1[-1] == ' ' || s1[-1] == '\r')) s1--;
+            int isint = s1 > s0 && s1 - s0 <= 18;
+            for (char *c = s0; c < s1 && isint; c++) isint = isdigit((unsigned char)*c);
+            if (!isint) {
+                char num[64];
+                snprintf(num, sizeof num, "%.*s", (int)(s1 - s0 < 63 ? s1 - s0 : 63), s0);
+                char *ne;
+                double dv = strtod(num, &ne);
+                if (s1 == s0 || *ne || ne == num || !isfinite(dv)) {
+                    rc = donto_seterr(err, "%s:%d: feature %d ('%s') is not a finite number", path, lineno,
+                                      r->count + 1, num);
+                    break;
+                }
+                if (!nonint) nonint = 1, nonint_line = lineno, snprintf(nonint_tok, sizeof nonint_tok, "%s", num);
+                ints = 0;
+            } else if (ints) {
+                long v = strtol(s0, NULL, 10);
+                if (v > 1) all01 = 0;
+                if (v > maxint) maxint = v, maxint_line = lineno;
+                if ((size_t)r->count >= tcap) {
+                    tcap = tcap ? 2 * tcap : 1024;
+                    if (grealloc((void **)&tmp, tcap, sizeof(long), "feature rows", err)) {
+                        rc = -1;
+                        break;
+                    }
+                }
+                tmp[r->count] = v;
+            }
+            r->count++;
+            if (!*te) break;
+            q = te + 1;
+            if (!*q) { /* a trailing comma */
+                rc = donto_seterr(err, "%s:%d: feature %d is empty", path, lineno, r->count + 1);
                 break;
             }
         }
-        if (k != nf) {
-            rc = donto_seterr(err, "%s:%d: %d features, earlier lines have %d", path, lineno, k, nf);
-            break;
+        if (rc) break;
+        if (ints && !dup && r->count > 1) {
+            qsort(tmp, (size_t)r->count, sizeof(long), cmp_long);
+            for (int k = 1; k < r->count && !dup; k++)
+                if (tmp[k] == tmp[k - 1]) dup = 1;
         }
-        ids[cnt] = atoi(line), lab[cnt] = atoi(t2 + 1);
-        char *p = t1 + 1;
-        for (int j = 0; j < nf; j++) {
-            feat[(size_t)cnt * nf + j] = strtof(p, &p);
-            if (*p == ',') p++;
-        }
+        if (minlen < 0 || r->count < minlen) minlen = r->count, minline = lineno;
+        if (r->count > maxlen) maxlen = r->count, maxline = lineno;
         cnt++;
     }
-    free(buf);
-    if (rc || cnt == 0) {
-        free(ids), free(lab), free(feat);
-        return rc ? rc : donto_seterr(err, "%s: no nodes", path);
+    free(tmp);
+    if (!rc && cnt == 0) rc = donto_seterr(err, "%s: no nodes", path);
+    int mode = rc ? 0 : o->features, dim = o->feature_dim, kd = known_index_dim(name), equal = minlen == maxlen;
+    char lens[160];
+    snprintf(lens, sizeof lens, "line %d has %d value%s, line %d has %d", minline, minlen, minlen == 1 ? "" : "s",
+             maxline, maxlen);
+    const char *why = NULL; /* where the index dimension came from */
+    if (!rc && mode == DONTO_FEATURES_AUTO && kd) {
+        if (equal && (nonint || dup || all01))
+            rc = donto_seterr(err,
+                              "%s: geom-gcn reads %s's rows as lists of feature indices (of %d), but these look like "
+                              "dense values (every line has %d, %s); give --features dense to read them as values, "
+                              "or --features indices:%d",
+                              path, name, kd, minlen,
+                              nonint ? "not all whole numbers" : dup ? "a value repeated within a line" : "all 0 or 1", kd);
+        mode = DONTO_FEATURES_INDICES;
     }
-    /* rows are keyed by node id */
-    *x = galloc((size_t)cnt * nf, sizeof(float), "node features", err);
-    *y = galloc(cnt, sizeof(int), "node labels", err);
-    if (!*x || !*y) return free(ids), free(lab), free(feat), free(*x), free(*y), -1;
-    for (int i = 0; i < cnt; i++) {
-        if (ids[i] < 0 || ids[i] >= cnt) {
-            int bad = ids[i];
-            free(ids), free(lab), free(feat), free(*x), free(*y);
-            return donto_seterr(err, "%s: node id %d outside 0..%d", path, bad, cnt - 1);
+    if (!rc && mode == DONTO_FEATURES_AUTO) {
+        if (!equal && nonint)
+            rc = donto_seterr(err,
+                              "%s: %s, and not all are whole numbers (line %d: '%s'): neither dense rows (the same "
+                              "count on every line) nor lists of feature indices",
+                              path, lens, nonint_line, nonint_tok);
+        else if (!equal) mode = DONTO_FEATURES_INDICES, why = "lengths differ, so indices; DIM = the largest + 1";
+        else if (nonint || dup || all01) mode = DONTO_FEATURES_DENSE;
+        else
+            rc = donto_seterr(err,
+                              "%s: every line has %d whole number%s, some above 1, none repeated within a line: "
+                              "dense feature values, or lists of the indices of nonzero features? Say which with "
+                              "--features dense or --features indices[:DIM]",
+                              path, minlen, minlen == 1 ? "" : "s");
+    }
+    if (!rc && mode == DONTO_FEATURES_DENSE) {
+        if (!equal)
+            rc = donto_seterr(err, "%s: %s: dense rows need the same number of values on every line%s", path, lens,
+                              nonint ? "" : " (these are all whole numbers: lists of feature indices? --features indices[:DIM])");
+        else if (minlen == 0) rc = donto_seterr(err, "%s: no feature values", path);
+        *f = minlen;
+    } else if (!rc && mode == DONTO_FEATURES_INDICES) {
+        if (o->feature_dim) dim = o->feature_dim, why = "--features indices:DIM";
+        else if (kd) dim = kd, why = "geom-gcn's dimension for this dataset";
+        else if (!why) why = "--features indices: DIM = the largest + 1";
+        if (nonint)
+            rc = donto_seterr(err, "%s:%d: '%s' is not a feature index (a whole number >= 0)", path, nonint_line,
+                              nonint_tok);
+        else if (dim > 0 && maxint >= dim)
+            rc = donto_seterr(err, "%s:%d: feature index %ld is outside 0..%d (%s)%s", path, maxint_line, maxint,
+                              dim - 1, why, o->feature_dim ? "" : "; give --features indices:DIM with the true dimension");
+        else if (maxint < 0) rc = donto_seterr(err, "%s: no feature indices on any line", path);
+        if (!dim) dim = (int)maxint + 1;
+        *f = dim;
+    }
+    /* rows are keyed by node id: 0..cnt-1, each once */
+    uint8_t *seen = rc ? NULL : galloc(cnt, 1, "node ids", err);
+    if (!rc && !seen) rc = -1;
+    for (int i = 0; i < cnt && !rc; i++) {
+        if (rows[i].id >= cnt) rc = donto_seterr(err, "%s:%d: node id %d outside 0..%d", path, rows[i].lineno, rows[i].id, cnt - 1);
+        else if (seen[rows[i].id]++) rc = donto_seterr(err, "%s:%d: node id %d appears twice", path, rows[i].lineno, rows[i].id);
+    }
+    free(seen);
+    *x = NULL, *y = NULL;
+    if (!rc) {
+        *x = galloc((size_t)cnt * *f, sizeof(float), "node features", err);
+        *y = galloc(cnt, sizeof(int), "node labels", err);
+        if (!*x || !*y) rc = -1;
+    }
+    for (int i = 0; i < cnt && !rc; i++) {
+        float *xr = *x + (size_t)rows[i].id * *f;
+        (*y)[rows[i].id] = rows[i].label;
+        char *q = rows[i].feat;
+        for (int j = 0; j < rows[i].count; j++) {
+            if (mode == DONTO_FEATURES_DENSE) xr[j] = strtof(q, &q);
+            else xr[strtol(q, &q, 10)] = 1.0f;
+            while (*q == ' ' || *q == '\r') q++;
+            if (*q == ',') q++;
         }
-        memcpy(*x + (size_t)ids[i] * nf, feat + (size_t)i * nf, sizeof(float) * nf);
-        (*y)[ids[i]] = lab[i];
     }
-    free(ids), free(lab), free(feat);
-    *n = cnt, *f = nf;
+    if (!rc && mode == DONTO_FEATURES_DENSE) snprintf(desc, dcap, "dense rows of %d values", *f);
+    else if (!rc && equal)
+        snprintf(desc, dcap, "indices of nonzero features, %d a row, as 0/1 rows of %d (%s)", minlen, *f, why);
+    else if (!rc)
+        snprintf(desc, dcap, "indices of nonzero features, %d to %d a row, as 0/1 rows of %d (%s)", minlen, maxlen,
+                 *f, why);
+    free(rows), free(buf);
+    if (rc) {
+        free(*x), free(*y);
+        *x = NULL, *y = NULL;
+        return -1;
+    }
+    *n = cnt;
     return 0;
 }
 
@@ -511,28 +732,34 @@ static void row_normalise(float *x, int n, int f) {
 }
 
 static int npy_to_bool(const donto_npy *a, long n, uint8_t *out) {
-    if (strcmp(a->descr, "|u1") && strcmp(a->descr, "|b1")) return -1;
-    for (long i = 0; i < n; i++) out[i] = ((const uint8_t *)a->data)[i] != 0;
+    char k;
+    int sz;
+    if (npy_type(a, &k, &sz) || k == 'f') return -1;
+    for (long i = 0; i < n; i++) out[i] = npy_at(a, k, sz, (size_t)i) != 0;
     return 0;
 }
 
+static void alloc_masks(donto_graph *g, int ns, donto_err *err, int *rc) {
+    g->nsplits = ns;
+    g->train = galloc((size_t)ns * g->n, 1, "split masks", err);
+    g->val = galloc((size_t)ns * g->n, 1, "split masks", err);
+    g->test = galloc((size_t)ns * g->n, 1, "split masks", err);
+    *rc = g->train && g->val && g->test ? 0 : -1;
+}
+
+/* geom-gcn's fixed splits, ROOT/splits/NAME_split_0.6_0.2_<i>.npz for i = 0, 1, ...; none
+ * found leaves g->nsplits 0. */
 static int load_geom_splits(donto_graph *g, const char *root, const char *name, donto_err *err) {
     char path[4096];
-    int ns = 0;
+    int ns = 0, rc;
     while (ns < 100) {
         snprintf(path, sizeof path, "%s/splits/%s_split_0.6_0.2_%d.npz", root, name, ns);
         if (!is_file(path)) break;
         ns++;
     }
-    if (ns == 0) {
-        donto_graph_random_splits(g, 10, 0);
-        return 0;
-    }
-    g->nsplits = ns;
-    g->train = galloc((size_t)ns * g->n, 1, "split masks", err);
-    g->val = galloc((size_t)ns * g->n, 1, "split masks", err);
-    g->test = galloc((size_t)ns * g->n, 1, "split masks", err);
-    if (!g->train || !g->val || !g->test) return -1;
+    if (ns == 0) return 0;
+    alloc_masks(g, ns, err, &rc);
+    if (rc) return -1;
     const char *names[3] = {"train_mask", "val_mask", "test_mask"};
     uint8_t *dst[3] = {g->train, g->val, g->test};
     for (int s = 0; s < ns; s++) {
@@ -542,58 +769,213 @@ static int load_geom_splits(donto_graph *g, const char *root, const char *name, 
             if (donto_npz_read(path, names[k], &a, err)) return -1;
             int bad = a.ndim != 1 || a.shape[0] != g->n || npy_to_bool(&a, g->n, dst[k] + (size_t)s * g->n);
             free(a.data);
-            if (bad) return donto_seterr(err, "%s: %s is not a bool/u1 vector of %d nodes", path, names[k], g->n);
+            if (bad) return donto_seterr(err, "%s: %s is not a bool/integer vector of %d nodes", path, names[k], g->n);
         }
     }
+    snprintf(g->splits_from, sizeof g->splits_from, "%s/splits/%s_split_0.6_0.2_<i>.npz, %d splits", root, name, ns);
     return 0;
 }
 
-static int load_geom_gcn(donto_graph *g, const char *root, const char *name, donto_err *err) {
-    char dir[2048], path[4096];
+/* Array names a dataset's NAME.npz may use: geom-gcn repackagings (chameleon.npz: node_features,
+ * node_labels, edges [E,2], train_masks [10,N]) and PyG's (x, y, edge_index [2,E], train_mask). */
+static const char *const NPZ_X[] = {"node_features", "x", "features", NULL};
+static const char *const NPZ_Y[] = {"node_labels", "y", "labels", NULL};
+static const char *const NPZ_E[] = {"edges", "edge_index", NULL};
+static const char *const NPZ_MASKS[3][5] = {{"train_masks", "train_mask", NULL},
+                                             {"val_masks", "val_mask", "valid_masks", "valid_mask", NULL},
+                                             {"test_masks", "test_mask", NULL}};
+
+static void npz_missing(const npz_file *z, const char *what, const char *const *names, donto_err *err) {
+    char alts[128] = "", held[256];
+    for (int i = 0; names[i]; i++) {
+        size_t l = strlen(alts);
+        snprintf(alts + l, sizeof alts - l, "%s%s", i ? "|" : "", names[i]);
+    }
+    if (npz_get(z, NULL, NULL, held, sizeof held, err) < 0) return;
+    donto_seterr(err, "%s: no %s array (%s); it holds: %s", z->path, what, alts, held[0] ? held : "nothing");
+}
+
+static int npz_features(const npz_file *z, float **x, int **y, int *n, int *f, char *desc, size_t dcap, donto_err *err) {
+    donto_npy fx = {0}, ly = {0};
+    int wx, wy, rc = npz_first(z, NPZ_X, &fx, &wx, err);
+    if (rc) return rc > 0 ? (npz_missing(z, "features", NPZ_X, err), -1) : -1;
+    rc = npz_first(z, NPZ_Y, &ly, &wy, err);
+    if (rc) return free(fx.data), rc > 0 ? (npz_missing(z, "labels", NPZ_Y, err), -1) : -1;
+    char kx, ky;
+    int sx, sy;
+    if (fx.ndim != 2 || ly.ndim != 1 || ly.shape[0] != fx.shape[0] || fx.shape[0] < 1 || fx.shape[1] < 1) {
+        donto_seterr(err, "%s: %s must be [N,F] and %s [N]", z->path, NPZ_X[wx], NPZ_Y[wy]);
+        return free(fx.data), free(ly.data), -1;
+    }
+    if (npy_type(&fx, &kx, &sx) || npy_type(&ly, &ky, &sy)) {
+        donto_seterr(err, "%s: %s (%s) or %s (%s): unsupported dtype", z->path, NPZ_X[wx], fx.descr, NPZ_Y[wy], ly.descr);
+        return free(fx.data), free(ly.data), -1;
+    }
+    *n = (int)fx.shape[0], *f = (int)fx.shape[1];
+    *x = galloc((size_t)*n * *f, sizeof(float), "node features", err);
+    *y = galloc(*n, sizeof(int), "node labels", err);
+    rc = *x && *y ? 0 : -1;
+    for (long i = 0; i < fx.shape[0] && !rc; i++)
+        for (long j = 0; j < fx.shape[1]; j++) (*x)[(size_t)i * *f + j] = (float)npy_at(&fx, kx, sx, npy_idx2(&fx, i, j));
+    for (int i = 0; i < *n && !rc; i++) {
+        double v = npy_at(&ly, ky, sy, (size_t)i);
+        if (v != floor(v) || v < -1 || v > INT_MAX)
+            rc = donto_seterr(err, "%s: %s[%d] = %g is not a class index (or -1: unlabelled)", z->path, NPZ_Y[wy], i, v);
+        else (*y)[i] = (int)v;
+    }
+    if (!rc) snprintf(desc, dcap, "%s [%d,%d] of %s", NPZ_X[wx], *n, *f, strrchr(z->path, '/') ? strrchr(z->path, '/') + 1 : z->path);
+    free(fx.data), free(ly.data);
+    if (rc) free(*x), free(*y), *x = NULL, *y = NULL;
+    return rc;
+}
+
+/* edges [E,2] or edge_index [2,E] (a 2x2 array is read as its name says); 1 when z has none. */
+static int npz_edges(const npz_file *z, int **src, int **dst, int *m, donto_err *err) {
+    donto_npy a = {0};
+    int w, rc = npz_first(z, NPZ_E, &a, &w, err);
+    if (rc) return rc;
+    char k;
+    int sz;
+    if (a.ndim != 2 || (a.shape[0] != 2 && a.shape[1] != 2) || npy_type(&a, &k, &sz) || k == 'f') {
+        donto_seterr(err, "%s: %s must be integers of shape [E,2] or [2,E] (is %s, %d-D)", z->path, NPZ_E[w], a.descr, a.ndim);
+        return free(a.data), -1;
+    }
+    int by_col = a.shape[1] == 2 && (a.shape[0] != 2 || !strcmp(NPZ_E[w], "edges")); /* [E,2] */
+    long e = by_col ? a.shape[0] : a.shape[1];
+    if (e > INT_MAX) return free(a.data), donto_seterr(err, "%s: %ld edges (at most %d)", z->path, e, INT_MAX);
+    *m = (int)e;
+    *src = galloc(e, sizeof(int), "the edge list", err), *dst = galloc(e, sizeof(int), "the edge list", err);
+    rc = *src && *dst ? 0 : -1;
+    for (long i = 0; i < e && !rc; i++) {
+        double u = npy_at(&a, k, sz, by_col ? npy_idx2(&a, i, 0) : npy_idx2(&a, 0, i));
+        double v = npy_at(&a, k, sz, by_col ? npy_idx2(&a, i, 1) : npy_idx2(&a, 1, i));
+        (*src)[i] = u < 0 || u > INT_MAX ? -1 : (int)u, (*dst)[i] = v < 0 || v > INT_MAX ? -1 : (int)v;
+    }
+    free(a.data);
+    if (rc) free(*src), free(*dst), *src = *dst = NULL;
+    return rc;
+}
+
+/* train/val/test masks [S,N], [N,S] or [N]; 1 when z has none of them. */
+static int npz_masks(const npz_file *z, donto_graph *g, donto_err *err) {
+    donto_npy a[3];
+    memset(a, 0, sizeof a);
+    int w[3], got = 0, rc = 0, ns = -1;
+    for (int k = 0; k < 3 && rc >= 0; k++) {
+        int r = npz_first(z, NPZ_MASKS[k], &a[k], &w[k], err);
+        if (r < 0) rc = -1;
+        got += r == 0;
+        if (r == 1) w[k] = -1;
+    }
+    if (rc < 0 || got == 0) goto out;
+    if (got < 3) {
+        for (int k = 0; k < 3; k++)
+            if (w[k] < 0) npz_missing(z, k == 0 ? "train mask" : k == 1 ? "val mask" : "test mask", NPZ_MASKS[k], err);
+        rc = -1;
+        goto out;
+    }
+    int trans[3];
+    for (int k = 0; k < 3 && !rc; k++) {
+        char t;
+        int sz;
+        long s = a[k].ndim == 1 && a[k].shape[0] == g->n ? 1
+                 : a[k].ndim == 2 && a[k].shape[1] == g->n ? a[k].shape[0]
+                 : a[k].ndim == 2 && a[k].shape[0] == g->n ? a[k].shape[1] : -1;
+        trans[k] = a[k].ndim == 2 && a[k].shape[1] != g->n; /* [N,S] */
+        if (s < 1 || s > 100000 || npy_type(&a[k], &t, &sz) || t == 'f')
+            rc = donto_seterr(err, "%s: %s must be bool/integer [S,%d], [%d,S] or [%d]", z->path, NPZ_MASKS[k][w[k]], g->n,
+                              g->n, g->n);
+        else if (ns >= 0 && s != ns)
+            rc = donto_seterr(err, "%s: %s has %ld splits, %s %d", z->path, NPZ_MASKS[k][w[k]], s, NPZ_MASKS[0][w[0]], ns);
+        else ns = (int)s;
+    }
+    if (rc) goto out;
+    alloc_masks(g, ns, err, &rc);
+    uint8_t *dst[3] = {g->train, g->val, g->test};
+    for (int k = 0; k < 3 && !rc; k++) {
+        char t;
+        int sz;
+        npy_type(&a[k], &t, &sz);
+        for (int s = 0; s < ns; s++)
+            for (int v = 0; v < g->n; v++) {
+                size_t i = a[k].ndim == 1 ? (size_t)v : trans[k] ? npy_idx2(&a[k], v, s) : npy_idx2(&a[k], s, v);
+                dst[k][(size_t)s * g->n + v] = npy_at(&a[k], t, sz, i) != 0;
+            }
+    }
+    if (!rc)
+        snprintf(g->splits_from, sizeof g->splits_from, "%s/%s/%s of %s, %d split%s", NPZ_MASKS[0][w[0]], NPZ_MASKS[1][w[1]],
+                 NPZ_MASKS[2][w[2]], z->path, ns, ns == 1 ? "" : "s");
+out:
+    for (int k = 0; k < 3; k++) free(a[k].data);
+    return rc < 0 ? -1 : got == 0 ? 1 : 0;
+}
+
+/* A dataset directory ROOT/NAME: features from out1_node_feature_label.txt, else NAME.npz; edges
+ * from out1_graph_edges.txt, else NAME.npz; splits from ROOT/splits/NAME_split_0.6_0.2_<i>.npz,
+ * else NAME.npz's masks, else none (g->nsplits 0, what was looked for in looked). npz_only: that
+ * .npz file alone (--data FILE.npz). */
+static int load_geom_gcn(donto_graph *g, const char *root, const char *name, const char *npz_only,
+                         const donto_graph_opts *o, char *looked, size_t lcap, donto_err *err) {
+    char dir[2048], fpath[4096], epath[4096], zpath[4096];
     if (strlen(root) + strlen(name) + 2 > sizeof dir) return donto_seterr(err, "path too long");
     snprintf(dir, sizeof dir, "%s/%s", root, name);
+    snprintf(fpath, sizeof fpath, "%s/out1_node_feature_label.txt", dir);
+    snprintf(epath, sizeof epath, "%s/out1_graph_edges.txt", dir);
+    if (npz_only) snprintf(zpath, sizeof zpath, "%s", npz_only);
+    else snprintf(zpath, sizeof zpath, "%s/%s.npz", dir, name);
+    int has_f = !npz_only && is_file(fpath), has_e = !npz_only && is_file(epath), has_z = is_file(zpath);
+    if (!has_f && !has_z)
+        return donto_seterr(err,
+                            "%s: neither out1_node_feature_label.txt nor %s.npz: a dataset directory holds geom-gcn's "
+                            "out1_graph_edges.txt + out1_node_feature_label.txt, or NAME.npz with features, labels, "
+                            "edges and masks (donto-sheaf train --help)",
+                            dir, name);
+    npz_file z = {0};
+    if (has_z && npz_open(&z, zpath, err)) return -1;
     float *x = NULL;
-    int *y = NULL, n = 0, f = 0, *src = NULL, *dst = NULL, m = 0;
-    snprintf(path, sizeof path, "%s/out1_node_feature_label.txt", dir);
-    if (is_file(path)) {
-        if (read_features_txt(path, &x, &y, &n, &f, err)) return -1;
+    int *y = NULL, n = 0, f = 0, *src = NULL, *dst = NULL, m = 0, rc;
+    char fdesc[256] = "", layout[200] = "";
+    if (has_f) {
+        rc = read_features_txt(fpath, name, o, &x, &y, &n, &f, layout, sizeof layout, err);
+        snprintf(fdesc, sizeof fdesc, "out1_node_feature_label.txt: %s", layout);
+    } else if (o->features != DONTO_FEATURES_AUTO) {
+        rc = donto_seterr(err, "%s: --features is for geom-gcn's out1_node_feature_label.txt, and %s has none (its "
+                               "features come from %s)", dir, npz_only ? zpath : dir, zpath);
     } else {
-        snprintf(path, sizeof path, "%s/%s.npz", dir, name);
-        donto_npy fx, ly;
-        if (donto_npz_read(path, "node_features", &fx, err)) return -1;
-        if (donto_npz_read(path, "node_labels", &ly, err)) return free(fx.data), -1;
-        if (fx.ndim != 2 || ly.ndim != 1 || ly.shape[0] != fx.shape[0] || fx.fortran) {
-            free(fx.data), free(ly.data);
-            return donto_seterr(err, "%s: node_features/node_labels have unexpected shapes", path);
-        }
-        n = (int)fx.shape[0], f = (int)fx.shape[1];
-        x = galloc((size_t)n * f, sizeof(float), "node features", err);
-        y = galloc(n, sizeof(int), "node labels", err);
-        if (!x || !y) return free(x), free(y), free(fx.data), free(ly.data), -1;
-        int ok = 1;
-        if (!strcmp(fx.descr, "<f4")) memcpy(x, fx.data, sizeof(float) * (size_t)n * f);
-        else if (!strcmp(fx.descr, "<f8"))
-            for (size_t i = 0; i < (size_t)n * f; i++) x[i] = (float)((double *)fx.data)[i];
-        else ok = 0;
-        if (!strcmp(ly.descr, "<i8"))
-            for (int i = 0; i < n; i++) y[i] = (int)((int64_t *)ly.data)[i];
-        else if (!strcmp(ly.descr, "<i4")) memcpy(y, ly.data, sizeof(int) * n);
-        else ok = 0;
-        free(fx.data), free(ly.data);
-        if (!ok) {
-            free(x), free(y);
-            return donto_seterr(err, "%s: unsupported dtypes", path);
-        }
+        rc = npz_features(&z, &x, &y, &n, &f, fdesc, sizeof fdesc, err);
     }
-    snprintf(path, sizeof path, "%s/out1_graph_edges.txt", dir);
-    if (read_edges_txt(path, &src, &dst, &m, err)) return free(x), free(y), -1;
-    row_normalise(x, n, f);
-    int rc = donto_graph_from_arrays(g, n, f, x, y, 0, m, src, dst, err);
+    if (!rc && has_e) rc = read_edges_txt(epath, &src, &dst, &m, err);
+    else if (!rc && has_z) {
+        rc = npz_edges(&z, &src, &dst, &m, err);
+        if (rc > 0) {
+            char held[256] = "";
+            npz_get(&z, NULL, NULL, held, sizeof held, NULL);
+            rc = donto_seterr(err, "%s: no edges: no out1_graph_edges.txt, and %s has no edges|edge_index array (it "
+                                   "holds: %s)", dir, zpath, held);
+        }
+    } else if (!rc) rc = donto_seterr(err, "%s: no out1_graph_edges.txt", dir);
+    if (!rc) {
+        row_normalise(x, n, f);
+        rc = donto_graph_from_arrays(g, n, f, x, y, 0, m, src, dst, err);
+    }
     free(x), free(y), free(src), free(dst);
-    if (rc) return -1;
-    snprintf(g->name, sizeof g->name, "%s", name);
-    if (load_geom_splits(g, root, name, err)) return donto_graph_free(g), -1;
-    return 0;
+    if (!rc) {
+        snprintf(g->name, sizeof g->name, "%s", name);
+        snprintf(g->features_from, sizeof g->features_from, "%s", fdesc);
+        if (!npz_only) rc = load_geom_splits(g, root, name, err);
+        if (!rc && g->nsplits == 0 && has_z) rc = npz_masks(&z, g, err) < 0 ? -1 : 0;
+        if (!rc && g->nsplits == 0) {
+            if (npz_only)
+                snprintf(looked, lcap, "%.900s holds no train_masks|train_mask, val_masks|val_mask, test_masks|test_mask",
+                         zpath);
+            else
+                snprintf(looked, lcap, "looked for %.400s/splits/%.400s_split_0.6_0.2_0.npz (geom-gcn's fixed splits)%s", root,
+                         name, has_z ? " and for train/val/test masks in its .npz" : "");
+        }
+        if (rc) donto_graph_free(g);
+    }
+    if (has_z) npz_close(&z);
+    return rc ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -700,7 +1082,7 @@ static int load_edge_task(donto_graph *g, json_t *task, int ti, const idmap *im,
     g->train = g->val = g->test = NULL;
     json_t *splits = json_object_get(task, "splits");
     if (splits && !json_is_array(splits)) return donto_seterr(err, "%s: \"splits\" must be an array", where);
-    if (!json_array_size(splits)) return random_pair_splits(g, 10, 0, err);
+    if (!json_array_size(splits)) return 0; /* none: donto_graph_load_opts decides (settle_splits) */
     int ns = (int)json_array_size(splits);
     size_t sz = (size_t)ns * np;
     g->nsplits = ns;
@@ -913,9 +1295,9 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
                     dstm[k][(size_t)s * n + v] = 1;
                 }
             }
-    } else {
-        donto_graph_random_splits(g, 10, 0);
-    }
+        snprintf(g->splits_from, sizeof g->splits_from, "the task's \"splits\", %d split%s", ns, ns == 1 ? "" : "s");
+    } /* else none: donto_graph_load_opts decides (an error unless --random-splits) */
+    snprintf(g->features_from, sizeof g->features_from, "the export's \"features\", %d per node", f);
     rc = 0;
 out:
     free(im.ids), free(im.ord), free(x), free(y), free(src), free(dst);
@@ -947,9 +1329,97 @@ static void exe_data_root(char *out, size_t cap) {
 #define DONTO_GEOM_GCN_SOURCE_DIR ""
 #endif
 
+int donto_graph_features_parse(const char *t, donto_graph_opts *o, donto_err *err) {
+    if (!strcmp(t, "auto") || !strcmp(t, "dense")) {
+        o->features = t[0] == 'a' ? DONTO_FEATURES_AUTO : DONTO_FEATURES_DENSE, o->feature_dim = 0;
+        return 0;
+    }
+    if (!strncmp(t, "indices", 7) && (t[7] == 0 || t[7] == ':')) {
+        long d = 0;
+        if (t[7] == ':') {
+            char *e;
+            errno = 0;
+            d = strtol(t + 8, &e, 10);
+            if (e == t + 8 || *e || errno || d < 1 || d > (1L << 30))
+                return donto_seterr(err, "'%s': DIM must be a whole number in 1..%ld", t, 1L << 30);
+        }
+        o->features = DONTO_FEATURES_INDICES, o->feature_dim = (int)d;
+        return 0;
+    }
+    return donto_seterr(err, "'%s' is not dense, indices, indices:DIM or auto", t);
+}
+
+/* A graph without masks: an error naming what was looked for, unless the caller asked for random
+ * splits (--random-splits) or needs none (infer). */
+static int settle_splits(donto_graph *g, const donto_graph_opts *o, const char *looked, int geom, donto_err *err) {
+    if (g->nsplits > 0) return 0;
+    if (g->task_kind == DONTO_TASK_EDGE && o->splits != DONTO_SPLITS_REQUIRED) {
+        /* an edge task's masks are over its pairs (infer's --pairs needs them too) */
+        if (random_pair_splits(g, 10, 0, err)) {
+            donto_graph_free(g);
+            return -1;
+        }
+        snprintf(g->splits_from, sizeof g->splits_from, "random 60/20/20 of the task's pairs, 10 splits, seed 0%s",
+                 o->splits == DONTO_SPLITS_RANDOM ? " (--random-splits)" : "");
+        g->splits_random = 1;
+        return 0;
+    }
+    if (o->splits == DONTO_SPLITS_RANDOM) {
+        donto_graph_random_splits(g, 10, 0);
+        snprintf(g->splits_from, sizeof g->splits_from,
+                 "random 60/20/20 of the labelled nodes, 10 splits, seed 0 (--random-splits)");
+        g->splits_random = 1;
+        return 0;
+    }
+    if (o->splits == DONTO_SPLITS_OPTIONAL) {
+        snprintf(g->splits_from, sizeof g->splits_from, "none");
+        return 0;
+    }
+    donto_seterr(err,
+                 "%s: no splits: %s. Give --random-splits to draw 10 random 60/20/20 splits of the labelled "
+                 "%s (seed 0) instead%s",
+                 g->name, looked, g->task_kind == DONTO_TASK_EDGE ? "pairs" : "nodes",
+                 geom ? ": not geom-gcn's fixed 48/32/20 splits, so results are not comparable with published ones"
+                      : "");
+    donto_graph_free(g);
+    return -1;
+}
+
 int donto_graph_load(donto_graph *g, const char *spec, const char *data_dir, const char *task, donto_err *err) {
+    donto_graph_opts o = {0};
+    o.data_dir = data_dir, o.task = task;
+    return donto_graph_load_opts(g, spec, &o, err);
+}
+
+int donto_graph_load_opts(donto_graph *g, const char *spec, const donto_graph_opts *opts, donto_err *err) {
+    static const donto_graph_opts dflt = {0};
+    const donto_graph_opts *o = opts ? opts : &dflt;
+    const char *data_dir = o->data_dir;
     memset(g, 0, sizeof *g);
-    if (is_file(spec)) return load_export(g, spec, task, err);
+    char looked_splits[1024] = "";
+    size_t sl = strlen(spec);
+    int rc;
+    if (is_file(spec) && sl > 4 && !strcmp(spec + sl - 4, ".npz")) {
+        /* an .npz on its own: NAME.npz in ROOT */
+        char root[4096], name[4096];
+        snprintf(root, sizeof root, "%s", spec);
+        char *slash = strrchr(root, '/');
+        snprintf(name, sizeof name, "%s", slash ? slash + 1 : root);
+        name[strlen(name) - 4] = 0;
+        if (slash) *slash = 0;
+        else snprintf(root, sizeof root, ".");
+        rc = load_geom_gcn(g, root[0] ? root : "/", name, spec, o, looked_splits, sizeof looked_splits, err);
+        return rc ? rc : settle_splits(g, o, looked_splits, 1, err);
+    }
+    if (is_file(spec)) {
+        if (o->features != DONTO_FEATURES_AUTO)
+            return donto_seterr(err, "%s: --features is for geom-gcn's out1_node_feature_label.txt; an export file "
+                                     "gives its features as numbers", spec);
+        if (load_export(g, spec, o->task, err)) return -1;
+        if (o->task) snprintf(looked_splits, sizeof looked_splits, "task '%.200s' has no \"splits\"", o->task);
+        else snprintf(looked_splits, sizeof looked_splits, "its first task has no \"splits\"");
+        return settle_splits(g, o, looked_splits, 0, err);
+    }
     if (is_dir(spec)) {
         /* a geom-gcn dataset directory: root = its parent */
         char root[4096], name[4096];
@@ -965,7 +1435,8 @@ int donto_graph_load(donto_graph *g, const char *spec, const char *data_dir, con
             snprintf(name, sizeof name, "%s", root);
             snprintf(root, sizeof root, ".");
         }
-        return load_geom_gcn(g, root, name, err);
+        rc = load_geom_gcn(g, root, name, NULL, o, looked_splits, sizeof looked_splits, err);
+        return rc ? rc : settle_splits(g, o, looked_splits, 1, err);
     }
     const char *env = getenv("DONTO_GEOM_GCN_DIR");
     char exe_root[4096];
@@ -979,7 +1450,10 @@ int donto_graph_load(donto_graph *g, const char *spec, const char *data_dir, con
         if (!roots[i] || (i == 3 && roots[2] && !strcmp(roots[2], roots[3]))) continue;
         char d[8192];
         snprintf(d, sizeof d, "%s/%s", roots[i], spec);
-        if (is_dir(d)) return load_geom_gcn(g, roots[i], spec, err);
+        if (is_dir(d)) {
+            rc = load_geom_gcn(g, roots[i], spec, NULL, o, looked_splits, sizeof looked_splits, err);
+            return rc ? rc : settle_splits(g, o, looked_splits, 1, err);
+        }
         size_t l = strlen(looked);
         snprintf(looked + l, sizeof looked - l, "%s%s (%s)", l ? ", " : "", roots[i], what[i]);
     }
