@@ -99,6 +99,7 @@ bad("idx", lambda d: d["tasks"][0]["splits"][0]["val"].__setitem__(0, 99999))
 bad("dup", lambda d: d["tasks"][0]["splits"][0]["test"].append(d["tasks"][0]["splits"][0]["train"][0]))
 bad("self", lambda d: d["tasks"][0]["pairs"][3].__setitem__(1, d["tasks"][0]["pairs"][3][0]))
 bad("metric", lambda d: d["tasks"][0].update(metric="f2"))
+bad("nosplits", lambda d: d["tasks"][0].pop("splits"))
 PY
 expect() { # file, message
   if "$BIN" train --data "$W/$1.json" --task arg_link --epochs 1 2> "$W/err.txt"; then fail "$1: accepted"; fi
@@ -111,4 +112,10 @@ expect idx "splits[0].val[0]"
 expect dup "is already in train"
 expect self "paired with itself"
 expect metric 'tasks[0].metric must be'
+# an edge task without splits: an error unless --random-splits, which draws them over the pairs (and says so)
+expect nosplits 'no splits'
+grep -qF -- '--random-splits' "$W/err.txt" || fail "nosplits: the error does not name --random-splits"
+"$BIN" train --data "$W/nosplits.json" --task arg_link --epochs 2 --random-splits 2> "$W/err.txt" > /dev/null \
+  || fail "nosplits --random-splits: $(cat "$W/err.txt")"
+grep -qF "random 60/20/20 of the task's pairs" "$W/err.txt" || fail "random pair splits not said: $(cat "$W/err.txt")"
 echo "sheaf_edge ok"
