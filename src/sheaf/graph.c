@@ -1265,6 +1265,10 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
             donto_graph_free(g);
             goto out;
         }
+        snprintf(g->features_from, sizeof g->features_from, "the export's \"features\", %d per node", f);
+        if (g->nsplits > 0)
+            snprintf(g->splits_from, sizeof g->splits_from, "the task's \"splits\" over its %d pairs, %d split%s",
+                     g->npairs, g->nsplits, g->nsplits == 1 ? "" : "s");
         donto_graph_fingerprint(g);
         rc = 0;
         goto out;
