@@ -170,7 +170,7 @@ void donto_blas_steer(char **argv) {
         char why[96];
         if (check_in_child(why, sizeof why)) {
             /* Undo: the user's OPENBLAS_CORETYPE back (or none), and exec. */
-            char undone[160];
+            char undone[256];
             snprintf(undone, sizeof undone, "undone:OpenBLAS core %s failed its check (%s)", core, why);
             const char *orig = getenv(ENV_ORIG);
             if (orig && *orig) setenv("OPENBLAS_CORETYPE", orig, 1);
