@@ -340,6 +340,20 @@ void donto_graph_free(donto_graph *g) {
     memset(g, 0, sizeof *g);
 }
 
+/* Split s of a seeded 60/20/20 draw: shuffle ids[cnt] (Fisher-Yates on
+ * sheaf_mix64) and mark the first 60% in train, the next 20% in val, the
+ * rest in test (each a mask row indexed by id). Node splits and an edge
+ * task's pair splits share it. */
+static void split_602020(int *ids, int cnt, uint64_t seed, int s, uint8_t *train, uint8_t *val, uint8_t *test) {
+    for (int i = cnt - 1; i > 0; i--) {
+        int j = (int)(sheaf_mix64(seed * 7919 + (uint64_t)s * 104729 + i) % (uint64_t)(i + 1));
+        int t = ids[i];
+        ids[i] = ids[j], ids[j] = t;
+    }
+    int ntr = (int)(0.6 * cnt), nva = (int)(0.2 * cnt);
+    for (int i = 0; i < cnt; i++) (i < ntr ? train : i < ntr + nva ? val : test)[ids[i]] = 1;
+}
+
 void donto_graph_random_splits(donto_graph *g, int nsplits, uint64_t seed) {
     free(g->train), free(g->val), free(g->test);
     g->nsplits = nsplits;
@@ -351,16 +365,8 @@ void donto_graph_random_splits(donto_graph *g, int nsplits, uint64_t seed) {
         int cnt = 0;
         for (int v = 0; v < g->n; v++)
             if (g->y[v] >= 0) ids[cnt++] = v;
-        for (int i = cnt - 1; i > 0; i--) {
-            int j = (int)(sheaf_mix64(seed * 7919 + (uint64_t)s * 104729 + i) % (uint64_t)(i + 1));
-            int t = ids[i];
-            ids[i] = ids[j], ids[j] = t;
-        }
-        int ntr = (int)(0.6 * cnt), nva = (int)(0.2 * cnt);
-        for (int i = 0; i < cnt; i++) {
-            uint8_t *dst = i < ntr ? g->train : i < ntr + nva ? g->val : g->test;
-            dst[(size_t)s * g->n + ids[i]] = 1;
-        }
+        const size_t row = (size_t)s * g->n;
+        split_602020(ids, cnt, seed, s, g->train + row, g->val + row, g->test + row);
     }
     free(ids);
 }
@@ -419,18 +425,9 @@ static int random_pair_splits(donto_graph *g, int nsplits, uint64_t seed, donto_
     if (!g->ptrain || !g->pval || !g->ptest || !ids) return free(ids), -1;
     g->nsplits = nsplits;
     for (int s = 0; s < nsplits; s++) {
-        int cnt = g->npairs;
-        for (int i = 0; i < cnt; i++) ids[i] = i;
-        for (int i = cnt - 1; i > 0; i--) {
-            int j = (int)(sheaf_mix64(seed * 7919 + (uint64_t)s * 104729 + i) % (uint64_t)(i + 1));
-            int t = ids[i];
-            ids[i] = ids[j], ids[j] = t;
-        }
-        int ntr = (int)(0.6 * cnt), nva = (int)(0.2 * cnt);
-        for (int i = 0; i < cnt; i++) {
-            uint8_t *dst = i < ntr ? g->ptrain : i < ntr + nva ? g->pval : g->ptest;
-            dst[(size_t)s * g->npairs + ids[i]] = 1;
-        }
+        for (int i = 0; i < g->npairs; i++) ids[i] = i;
+        const size_t row = (size_t)s * g->npairs;
+        split_602020(ids, g->npairs, seed, s, g->ptrain + row, g->pval + row, g->ptest + row);
     }
     free(ids);
     return 0;
