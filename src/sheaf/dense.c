@@ -109,3 +109,23 @@ void sheaf_dropout_backward(float *din, const float *dout, const uint8_t *mask, 
         din[i] = acc ? din[i] + v : v;
     }
 }
+
+void sheaf_relu_dropout_forward(const donto_sheaf_model *m, const float *a, float *h, uint8_t *mask, size_t cnt,
+                                uint64_t site) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < cnt; i++) h[i] = a[i] > 0 ? a[i] : 0;
+    if (m->training && m->hp.dropout > 0)
+        sheaf_dropout_forward(h, mask, h, cnt, m->hp.dropout, site_key(m->hp.seed, m->step, site));
+}
+
+void sheaf_relu_dropout_backward(const donto_sheaf_model *m, const float *a, const float *dh, const uint8_t *mask,
+                                 float *da, size_t cnt) {
+    const int drop = m->training && m->hp.dropout > 0;
+    const float scale = drop ? 1.0f / (1.0f - m->hp.dropout) : 1.0f;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < cnt; i++) {
+        float gv = dh[i];
+        if (drop) gv = mask[i] ? gv * scale : 0.0f;
+        da[i] = a[i] > 0 ? gv : 0.0f;
+    }
+}

@@ -38,15 +38,7 @@ void sheaf_gcn_forward(donto_sheaf_model *m, const donto_graph *g) {
         if (l == 0) sheaf_first_linear_forward(m, g, m->gT[l], TP(m, m->i_gcnw[l]), NULL, out);
         else sheaf_linear_forward(m->gT[l], h, TP(m, m->i_gcnw[l]), NULL, n, in, out);
         gcn_aggregate(m, l == L - 1 ? m->logits : m->gA[l], m->gT[l], TP(m, m->i_gcnb[l]), out);
-        if (l < L - 1) {
-            size_t cnt = (size_t)n * out;
-            float *nx = m->gH[l + 1];
-            const float *a = m->gA[l];
-#pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < cnt; i++) nx[i] = a[i] > 0 ? a[i] : 0;
-            if (m->training && m->hp.dropout > 0)
-                sheaf_dropout_forward(nx, m->gmask[l + 1], nx, cnt, m->hp.dropout, site_key(m->hp.seed, m->step, 300 + l));
-        }
+        if (l < L - 1) sheaf_relu_dropout_forward(m, m->gA[l], m->gH[l + 1], m->gmask[l + 1], (size_t)n * out, 300 + l);
     }
 }
 void sheaf_gcn_backward(donto_sheaf_model *m, const donto_graph *g, float *dlogits) {
@@ -69,18 +61,8 @@ void sheaf_gcn_backward(donto_sheaf_model *m, const donto_graph *g, float *dlogi
         if (l == 0) sheaf_first_linear_backward(m, g, TG(m, m->i_gcnw[l]), NULL, dT, TP(m, m->i_gcnw[l]), out);
         else sheaf_linear_backward(dH, TG(m, m->i_gcnw[l]), NULL, dT, h, TP(m, m->i_gcnw[l]), n, in, out);
         if (l > 0) {
-            size_t cnt = (size_t)n * in;
-            const float *a = m->gA[l - 1];
-            float *dprev = m->dX;
-            int drop = m->training && m->hp.dropout > 0;
-            float scale = drop ? 1.0f / (1.0f - m->hp.dropout) : 1.0f;
-#pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < cnt; i++) {
-                float gv = dH[i];
-                if (drop) gv = m->gmask[l][i] ? gv * scale : 0.0f;
-                dprev[i] = a[i] > 0 ? gv : 0.0f;
-            }
-            dA = dprev;
+            sheaf_relu_dropout_backward(m, m->gA[l - 1], dH, m->gmask[l], m->dX, (size_t)n * in);
+            dA = m->dX;
         }
     }
 }

@@ -17,14 +17,7 @@ void sheaf_mlp_forward(donto_sheaf_model *m, const donto_graph *g) {
         float *A = l == L - 1 ? m->logits : m->gA[l];
         if (l == 0) sheaf_first_linear_forward(m, g, A, TP(m, m->i_gcnw[l]), TP(m, m->i_gcnb[l]), out);
         else sheaf_linear_forward(A, m->gH[l], TP(m, m->i_gcnw[l]), TP(m, m->i_gcnb[l]), n, in, out);
-        if (l < L - 1) {
-            size_t cnt = (size_t)n * out;
-            float *nx = m->gH[l + 1];
-#pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < cnt; i++) nx[i] = A[i] > 0 ? A[i] : 0;
-            if (m->training && m->hp.dropout > 0)
-                sheaf_dropout_forward(nx, m->gmask[l + 1], nx, cnt, m->hp.dropout, site_key(m->hp.seed, m->step, 400 + l));
-        }
+        if (l < L - 1) sheaf_relu_dropout_forward(m, A, m->gH[l + 1], m->gmask[l + 1], (size_t)n * out, 400 + l);
     }
 }
 
@@ -40,17 +33,8 @@ void sheaf_mlp_backward(donto_sheaf_model *m, const donto_graph *g, float *dlogi
         }
         float *dH = m->dtmp2;
         sheaf_linear_backward(dH, TG(m, m->i_gcnw[l]), TG(m, m->i_gcnb[l]), dA, m->gH[l], TP(m, m->i_gcnw[l]), n, in, out);
-        size_t cnt = (size_t)n * in;
-        const float *a = m->gA[l - 1];
         float *dprev = l % 2 ? m->dX : m->dtmp; /* never the buffer dA points at */
-        int drop = m->training && m->hp.dropout > 0;
-        float scale = drop ? 1.0f / (1.0f - m->hp.dropout) : 1.0f;
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < cnt; i++) {
-            float gv = dH[i];
-            if (drop) gv = m->gmask[l][i] ? gv * scale : 0.0f;
-            dprev[i] = a[i] > 0 ? gv : 0.0f;
-        }
+        sheaf_relu_dropout_backward(m, m->gA[l - 1], dH, m->gmask[l], dprev, (size_t)n * in);
         dA = dprev;
     }
 }

@@ -208,6 +208,12 @@ void sheaf_linear_backward(float *dX, float *dW, float *db, const float *dY, con
                            int n, int in, int out);
 /* out[n] = dropout(in) with a mask from key; mask[i] = 1 kept */
 void sheaf_dropout_forward(float *out, uint8_t *mask, const float *in, size_t n, float p, uint64_t key);
+/* Between two linear layers (GCN, MLP): h = dropout(ReLU(a)) over cnt values, the dropout (mask
+ * kept) only while training, keyed by site; and back: da = ReLU'(a) * dropout'(dh). */
+void sheaf_relu_dropout_forward(const donto_sheaf_model *m, const float *a, float *h, uint8_t *mask, size_t cnt,
+                                uint64_t site);
+void sheaf_relu_dropout_backward(const donto_sheaf_model *m, const float *a, const float *dh, const uint8_t *mask,
+                                 float *da, size_t cnt);
 /* din = mask * dout / (1-p) (accumulate when acc) */
 void sheaf_dropout_backward(float *din, const float *dout, const uint8_t *mask, size_t n, float p, int acc);
 
