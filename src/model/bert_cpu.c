@@ -100,18 +100,21 @@ static void layer_matrix(const donto_bert_weights *w, int l, int which, const fl
     }
 }
 
+void bert_sgemm_xwt(const float *X, int m, const float *W, int n, int k, const float *bias, float *Y) {
+    if (bias) {
+        /* Seed Y with the bias and let sgemm accumulate onto it (beta = 1). */
+        for (int r = 0; r < m; r++) memcpy(Y + (size_t)r * n, bias, (size_t)n * sizeof *Y);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, X, k, W, k, bias ? 1.0f : 0.0f, Y, n);
+}
+
 static void fp32_gemm(const void *vctx, int l, int which, const float *X, int m, float *Y,
                       int add_bias, void *scratch) {
     (void)scratch;
     const float *W, *bias;
     int n, k;
     layer_matrix((const donto_bert_weights *)vctx, l, which, &W, &bias, &n, &k);
-    if (add_bias) {
-        /* Seed Y with the bias and let sgemm accumulate onto it (beta = 1). */
-        for (int r = 0; r < m; r++) memcpy(Y + (size_t)r * n, bias, (size_t)n * sizeof *Y);
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, X, k, W, k,
-                add_bias ? 1.0f : 0.0f, Y, n);
+    bert_sgemm_xwt(X, m, W, n, k, add_bias ? bias : NULL, Y);
 }
 
 static size_t fp32_scratch(const void *ctx, int m) {

@@ -68,6 +68,9 @@ void bert_cpu_close(bert_cpu *g);
 /* Fill e with this engine's slot and callbacks (e->ctx = g; e->close frees g). */
 void bert_cpu_engine(bert_cpu *g, bp_engine *e);
 
+/* Y[m, n] = X[m, k] W[n, k]^T (+ bias[n] when bias) through cblas_sgemm: the fp32
+ * backend's product, also the bf16 backend's (on bf16-rounded operands). */
+void bert_sgemm_xwt(const float *X, int m, const float *W, int n, int k, const float *bias, float *Y);
 /* The fp32 linear backend (OpenBLAS); ops->isa = DONTO_ISA_AUTO. */
 void bert_fp32_ops(bert_linear_ops *ops, const donto_bert_weights *w);
 

@@ -8,7 +8,6 @@
  */
 #include "bf16.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,10 +70,7 @@ static void b_gemm(const void *ctx, int l, int which, const float *X, int m, flo
     const int n = b->nk[l][which][0], k = b->nk[l][which][1];
     float *xb = scratch;
     bf16_round_f32(xb, X, (size_t)m * (size_t)k);
-    if (add_bias) /* seed Y with the bias, sbgemm accumulates onto it (beta 1) */
-        for (int i = 0; i < m; i++) memcpy(Y + (size_t)i * n, b->bias[l][which], (size_t)n * sizeof *Y);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, xb, k, b->w[l][which], k,
-                 add_bias ? 1.0f : 0.0f, Y, n);
+    bert_sgemm_xwt(xb, m, b->w[l][which], n, k, add_bias ? b->bias[l][which] : NULL, Y);
 }
 
 static size_t b_scratch(const void *ctx, int m) {
