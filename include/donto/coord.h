@@ -113,6 +113,7 @@ typedef struct donto_coord_conn_stats {
     unsigned long long evicted_per_ip; /* closed to admit a newer one from the same address */
     unsigned long long evicted_full;   /* closed to admit one at max_connections */
     unsigned long long timeout_headers, timeout_body, timeout_idle; /* closed by a deadline */
+    unsigned long long peer_closed;    /* the client had closed it (FIN unseen by libmicrohttpd): let go */
     unsigned max_connections, per_ip_limit;                          /* the limits in force */
 } donto_coord_conn_stats;
 void donto_coord_conn_stats_get(const donto_coord *c, donto_coord_conn_stats *out);
