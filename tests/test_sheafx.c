@@ -215,15 +215,21 @@ static verdict check_export(const char *path, const truth *t) {
     return v;
 }
 
-static int export_to(donto_store *s, int unsafe, const char *path, donto_sheafx_stats *st, donto_err *err) {
+static int export_seed(donto_store *s, donto_sheafx_seed seed, int hops, int64_t max_nodes, int unsafe, const char *path,
+                       donto_sheafx_stats *st, donto_err *err) {
     donto_sheafx_opts o;
     donto_sheafx_opts_init(&o);
-    o.as_of = T, o.until = T2, o.model = "planted-16", o.hops = 2, o.max_nodes = 0, o.unsafe = unsafe;
+    o.seed = seed, o.as_of = T, o.until = T2, o.model = "planted-16", o.hops = hops, o.max_nodes = max_nodes;
+    o.unsafe = unsafe;
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     int rc = donto_sheafx_export(s, &o, f, st, err);
     fclose(f);
     return rc;
+}
+
+static int export_to(donto_store *s, int unsafe, const char *path, donto_sheafx_stats *st, donto_err *err) {
+    return export_seed(s, DONTO_SHEAFX_SEED_ARGUMENTS, 2, 0, unsafe, path, st, err);
 }
 
 static void print_verdict(const char *what, const verdict *v) {
@@ -284,6 +290,34 @@ static void suite(const char *url, const char *tmpdir) {
         print_verdict(OFF[k].name, &u);
         long caught = k == 0 ? u.asof : k == 1 ? u.sheaf : u.pairs;
         CHECK(caught > 0, "%s: the planted leak went unnoticed", OFF[k].name);
+    }
+
+    /* The identity seed: under a cap (1,000 claims) that leaves the arguments seed few
+     * identity pairs, it exports whole pairs (both entities named by claim
+     * nodes), in every split, and still leaks nothing; with the sheaf
+     * filter off its planted sheaf-written sameAs pairs show up. */
+    {
+        donto_sheafx_stats sa, si;
+        snprintf(out, sizeof out, "%s/cap_args.json", tmpdir);
+        CHECK(export_seed(s, DONTO_SHEAFX_SEED_ARGUMENTS, 0, 1000, 0, out, &sa, &err) == 0, "export: %s", err.msg);
+        snprintf(out, sizeof out, "%s/cap_ident.json", tmpdir);
+        CHECK(export_seed(s, DONTO_SHEAFX_SEED_IDENTITY, 0, 1000, 0, out, &si, &err) == 0, "export identity: %s", err.msg);
+        verdict vi = check_export(out, &t);
+        print_verdict("identity seed, 1000 claims", &vi);
+        long ida = (long)(sa.identity_pairs[0] + sa.identity_pairs[1] + sa.identity_pairs[2]);
+        long idi = (long)(si.identity_pairs[0] + si.identity_pairs[1] + si.identity_pairs[2]);
+        fprintf(stderr, "  identity examples at 1000 claims: arguments seed %ld, identity seed %ld (%lld/%lld/%lld)\n", ida,
+                idi, (long long)si.identity_pairs[0], (long long)si.identity_pairs[1], (long long)si.identity_pairs[2]);
+        CHECK(vi.asof == 0 && vi.pairs == 0 && vi.sheaf == 0, "identity seed leaks (asof %ld pairs %ld sheaf %ld)", vi.asof,
+              vi.pairs, vi.sheaf);
+        CHECK(si.identity_pairs[0] >= 20 && si.identity_pairs[1] >= 4 && si.identity_pairs[2] >= 4 && idi >= 2 * ida,
+              "identity seed: %lld/%lld/%lld identity examples (arguments seed: %ld)", (long long)si.identity_pairs[0],
+              (long long)si.identity_pairs[1], (long long)si.identity_pairs[2], ida);
+        snprintf(out, sizeof out, "%s/cap_ident_unsafe.json", tmpdir);
+        CHECK(export_seed(s, DONTO_SHEAFX_SEED_IDENTITY, 0, 1000, DONTO_SHEAFX_UNSAFE_NO_SHEAF_FILTER, out, &si, &err) == 0,
+              "export identity unsafe: %s", err.msg);
+        verdict vu = check_export(out, &t);
+        CHECK(vu.sheaf > 0, "identity seed, sheaf filter off: the planted sheaf-written pairs went unnoticed");
     }
 
     /* Bad input at the API: a model with no vectors, an empty graph. */

@@ -500,7 +500,7 @@ static void test_wordnet_arguments(void) {
     write_file(p, "");
     donto_store *s = fresh();
     donto_load_stats st;
-    CHECK(donto_import_wordnet(s, dir, 0, NULL, NULL, &st, &err) == 0, "%s wordnet: %s", g_backend, err.msg);
+    CHECK(donto_import_wordnet(s, dir, NULL, 0, NULL, NULL, &st, &err) == 0, "%s wordnet: %s", g_backend, err.msg);
     /* rebuts between the antonym statements (as before), rebuts man's
      * defining claim -> woman's, supports snore's -> sleep's (entailment);
      * cause snore -> rest gives none: rest has no hypernym. */
@@ -515,6 +515,26 @@ static void test_wordnet_arguments(void) {
                        "rebuts|wn:00006000-n|wn:hypernym|wn:00006100-n|wn:hypernym|donto:default\n"
                        "supports|wn:00007000-v|wn:hypernym|wn:00007100-v|wn:hypernym|donto:default\n";
     CHECK(!strcmp(got, want), "%s wordnet arguments:\n%s", g_backend, got);
+    donto_store_close(s);
+
+    /* pos: the verbs alone (4 synsets, snore's entailment); "v,n" with a
+     * limit of 5 reads the verbs first, then one noun; bad lists refused. */
+    s = fresh();
+    CHECK(donto_import_wordnet(s, dir, "v", 0, NULL, NULL, &st, &err) == 0, "%s wordnet v: %s", g_backend, err.msg);
+    CHECK_EQ_INT(st.entities, 4);
+    CHECK_EQ_INT(st.arguments, 1);
+    donto_store_close(s);
+    s = fresh();
+    CHECK(donto_import_wordnet(s, dir, "v,n", 5, NULL, NULL, &st, &err) == 0, "%s wordnet v,n: %s", g_backend, err.msg);
+    CHECK_EQ_INT(st.entities, 5);
+    got[0] = 0;
+    CHECK(sqlq(g_url, "SELECT count(*) FROM donto_entity_symbol WHERE iri LIKE '%-n'", collect_row, got) == 0, "query");
+    CHECK(!strcmp(got, "1\n"), "%s nouns after the verbs: %s", g_backend, got);
+    CHECK(donto_import_wordnet(s, dir, "x", 0, NULL, NULL, &st, &err) == -1 && donto_err_code(&err) == DONTO_E_INVALID,
+          "unknown part of speech accepted");
+    CHECK_STR_CONTAINS(err.msg, "unknown part of speech 'x'");
+    CHECK(donto_import_wordnet(s, dir, "n,n", 0, NULL, NULL, &st, &err) == -1, "a part of speech twice accepted");
+    CHECK(donto_import_wordnet(s, dir, ",", 0, NULL, NULL, &st, &err) == -1, "an empty list accepted");
     donto_store_close(s);
 }
 
@@ -543,7 +563,7 @@ static void test_wordnet(void) {
     make_wordnet(dir);
     donto_store *s = fresh();
     donto_load_stats st;
-    CHECK(donto_import_wordnet(s, dir, 0, NULL, NULL, &st, &err) == 0, "%s wordnet: %s", g_backend, err.msg);
+    CHECK(donto_import_wordnet(s, dir, NULL, 0, NULL, NULL, &st, &err) == 0, "%s wordnet: %s", g_backend, err.msg);
     CHECK_EQ_INT(st.lines, 7);
     CHECK_EQ_INT(st.entities, 7);
     CHECK_EQ_INT(st.chunks, 7);
@@ -551,7 +571,7 @@ static void test_wordnet(void) {
     CHECK_EQ_INT(st.statements, 9);
     CHECK_EQ_INT(st.arguments, 1);
     CHECK(st.predicates >= 27, "predicates %zu", st.predicates);
-    CHECK(donto_import_wordnet(s, dir, 0, NULL, NULL, &st, &err) == 0, "%s wordnet again: %s", g_backend, err.msg);
+    CHECK(donto_import_wordnet(s, dir, NULL, 0, NULL, NULL, &st, &err) == 0, "%s wordnet again: %s", g_backend, err.msg);
     CHECK_EQ_INT(st.statements + st.entities + st.chunks + st.arguments + st.predicates, 0);
     const char *ids[3] = {"wn:00002137-n", "wn:00004200-a", "wn:00005000-r"};
     char *tx[3];
@@ -582,7 +602,7 @@ static void test_wordnet(void) {
 
     /* --limit: the first 2 synsets and the pointers between them only. */
     s = fresh();
-    CHECK(donto_import_wordnet(s, dir, 2, NULL, NULL, &st, &err) == 0, "%s wordnet limit: %s", g_backend, err.msg);
+    CHECK(donto_import_wordnet(s, dir, NULL, 2, NULL, NULL, &st, &err) == 0, "%s wordnet limit: %s", g_backend, err.msg);
     CHECK_EQ_INT(st.entities, 2);
     CHECK_EQ_INT(st.statements, 2); /* ~ and @ between entity and thing */
     CHECK_EQ_INT(st.arguments, 0);
@@ -590,9 +610,9 @@ static void test_wordnet(void) {
     char p[400];
     snprintf(p, sizeof p, "%s/data.verb", dir);
     write_file(p, "00003000 29 v zz exist\n");
-    CHECK(donto_import_wordnet(s, dir, 0, NULL, NULL, &st, &err) == -1, "%s broken wordnet accepted", g_backend);
+    CHECK(donto_import_wordnet(s, dir, NULL, 0, NULL, NULL, &st, &err) == -1, "%s broken wordnet accepted", g_backend);
     CHECK_STR_CONTAINS(err.msg, "data.verb:1:");
-    CHECK(donto_import_wordnet(s, "/nonexistent", 0, NULL, NULL, &st, &err) == -1, "missing dir accepted");
+    CHECK(donto_import_wordnet(s, "/nonexistent", NULL, 0, NULL, NULL, &st, &err) == -1, "missing dir accepted");
     CHECK_STR_CONTAINS(err.msg, "/nonexistent/data.noun");
     donto_store_close(s);
 }

@@ -40,8 +40,8 @@ extern "C" {
 #define DONTO_SHEAF_CONTEXT_PREFIX "sheaf:"
 
 typedef enum { DONTO_SHEAFX_SEED_ARGUMENTS = 0, DONTO_SHEAFX_SEED_FRONTIER = 1,
-               DONTO_SHEAFX_SEED_INCOMPAT = 2 } donto_sheafx_seed;
-extern const char *const donto_sheafx_seed_names[4]; /* NULL-terminated */
+               DONTO_SHEAFX_SEED_INCOMPAT = 2, DONTO_SHEAFX_SEED_IDENTITY = 3 } donto_sheafx_seed;
+extern const char *const donto_sheafx_seed_names[5]; /* NULL-terminated */
 
 typedef enum { DONTO_SHEAFX_MISSING_SKIP = 0, DONTO_SHEAFX_MISSING_ZERO = 1 } donto_sheafx_missing;
 extern const char *const donto_sheafx_missing_names[3];

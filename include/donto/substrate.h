@@ -117,11 +117,13 @@ int donto_load_buffer(donto_store *s, const char *name, const char *data, size_t
 /* WordNet 3.0 in the Princeton database format (Debian wordnet-base:
  * /usr/share/wordnet/data.{noun,verb,adj,adv}): synsets -> entities
  * ("wn:OFFSET-POS"), pointers -> statements (predicate "wn:NAME"), glosses ->
- * memory chunks, antonym pairs -> rebuts arguments. limit > 0: only the
- * first limit synsets (files in the order noun, verb, adj, adv), and only
- * pointers between them. One transaction. */
+ * memory chunks, antonym pairs -> rebuts arguments. pos: the parts of
+ * speech to read, in this order, as letters n (noun), v (verb), a
+ * (adjective), r (adverb), commas allowed ("a,v"); NULL: "nvar". limit > 0:
+ * only the first limit synsets of those files, and only pointers between
+ * them. One transaction. */
 #define DONTO_WORDNET_DIR "/usr/share/wordnet"
-int donto_import_wordnet(donto_store *s, const char *dir, size_t limit, donto_progress_fn progress,
+int donto_import_wordnet(donto_store *s, const char *dir, const char *pos, size_t limit, donto_progress_fn progress,
                          void *ctx, donto_load_stats *st, donto_err *err);
 
 /* The predicate IRI and phrase ("is a kind of") of a WordNet pointer name

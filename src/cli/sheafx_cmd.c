@@ -68,7 +68,8 @@ int donto_sheaf_export_main(int argc, char **argv) {
         {DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = "the database (SQLite file or postgres:// URL; default ./donto.db)"},
         {DONTO_OPT_CHOICE, "seed", 0, &seed, .choices = donto_sheafx_seed_names,
          .help = "where the subgraph starts (required): claims in arguments, claims retracted in (as-of, until]\n"
-                 "(the bitemporal frontier), or claims in rebuts/undercuts/undermines arguments"},
+                 "(the bitemporal frontier), claims in rebuts/undercuts/undermines arguments, or claims naming\n"
+                 "both ends of identity statements (sameAs-style evidence)"},
         {DONTO_OPT_STRING, "as-of", 0, &as_of_s, .metavar = "T",
          .help = "the graph is what the substrate knew at T (required): 2026-06-01, 2026-06-01T12:00:00Z or @UNIX"},
         {DONTO_OPT_STRING, "until", 0, &until_s, .metavar = "T2", .help = "test labels come from (T, T2] (default: now)"},
@@ -87,7 +88,7 @@ int donto_sheaf_export_main(int argc, char **argv) {
         {DONTO_OPT_FLAG, "quiet", 'q', &quiet, .help = "no progress"},
         {0}};
     donto_opt_cmd cmd = {PROG,
-                         "usage: donto-sheaf export --seed arguments|frontier|incompatibilities --as-of T [--until T2]\n"
+                         "usage: donto-sheaf export --seed arguments|frontier|incompatibilities|identity --as-of T [--until T2]\n"
                          "                          [--db URL] [--model NAME] [--hops K] [--max-nodes N] [--out FILE]\n"
                          "\n"
                          "Export the substrate as a graph for donto-sheaf (docs/sheaf-export.md, version 2):\n"
@@ -100,7 +101,7 @@ int donto_sheaf_export_main(int argc, char **argv) {
     int npos, rc = donto_opt_main(&cmd, argc, argv, &npos);
     if (rc >= 0) return rc;
     if (npos > 0) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
-    if (seed < 0) return donto_opt_usage_error(&cmd, "--seed is required (arguments, frontier or incompatibilities)");
+    if (seed < 0) return donto_opt_usage_error(&cmd, "--seed is required (arguments, frontier, incompatibilities or identity)");
     if (!as_of_s) return donto_opt_usage_error(&cmd, "--as-of is required");
     if (json && !strcmp(out, "-")) return donto_opt_usage_error(&cmd, "--json needs --out FILE (stdout carries the summary)");
     donto_err err = {0};

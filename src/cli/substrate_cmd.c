@@ -128,18 +128,21 @@ int donto_load_cmd(int argc, char **argv) {
 /* ---- wordnet ---------------------------------------------------------------- */
 
 int donto_wordnet_cmd(int argc, char **argv) {
-    const char *db = DONTO_STORE_DEFAULT_URL, *dir = DONTO_WORDNET_DIR;
+    const char *db = DONTO_STORE_DEFAULT_URL, *dir = DONTO_WORDNET_DIR, *pos = "n,v,a,r";
     int64_t limit = 0;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP},
         {DONTO_OPT_STRING, "dir", 0, &dir, .metavar = "DIR",
          .help = "the WordNet database files (default " DONTO_WORDNET_DIR ")"},
+        {DONTO_OPT_STRING, "pos", 0, &pos, .metavar = "LIST",
+         .help = "the parts of speech to import, in this order: n (noun), v (verb),\n"
+                 "a (adjective), r (adverb) (default n,v,a,r)"},
         {DONTO_OPT_INT64, "limit", 0, &limit, .min = 1, .max = 100000000, .metavar = "N",
-         .help = "only the first N synsets (noun, verb, adj, adv order) and the\n"
+         .help = "only the first N synsets (in --pos order) and the\n"
                  "relations among them (default: all)"},
         {0}};
     const donto_opt_cmd cmd = {"donto-embed wordnet",
-                               "usage: donto-embed wordnet --db URL [--dir DIR] [--limit N]\n"
+                               "usage: donto-embed wordnet --db URL [--dir DIR] [--pos LIST] [--limit N]\n"
                                "\n"
                                "Import WordNet 3.0 (Debian wordnet-base) into the substrate: synsets ->\n"
                                "entities (wn:OFFSET-POS), relations -> statements (wn:hypernym, ...), glosses ->\n"
@@ -155,12 +158,12 @@ int donto_wordnet_cmd(int argc, char **argv) {
     prog p = {"wordnet", isatty(2), donto_now()};
     donto_load_stats st;
     donto_err err = {0};
-    int r = donto_import_wordnet(s, dir, (size_t)limit, progress_cb, &p, &st, &err);
+    int r = donto_import_wordnet(s, dir, pos, (size_t)limit, progress_cb, &p, &st, &err);
     progress_end(&p);
     donto_store_close(s);
     if (r) {
         fprintf(stderr, "donto-embed wordnet: %s\n", err.msg);
-        return 1;
+        return donto_err_code(&err) == DONTO_E_INVALID ? 2 : 1;
     }
     st.lines = st.lines; /* synsets */
     printf("wordnet: %zu synsets, %zu new statements, %zu predicates, %zu entities, "

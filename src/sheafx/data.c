@@ -10,7 +10,7 @@
 #include "donto/substrate.h"
 #include "sheafx_int.h"
 
-const char *const donto_sheafx_seed_names[4] = {"arguments", "frontier", "incompatibilities", NULL};
+const char *const donto_sheafx_seed_names[5] = {"arguments", "frontier", "incompatibilities", "identity", NULL};
 const char *const donto_sheafx_missing_names[3] = {"skip", "zero", NULL};
 const char *const SX_REL_NAMES[SX_NREL] = {"supports", "rebuts", "undercuts", "undermines", "qualifies"};
 

@@ -268,6 +268,7 @@ typedef struct ctx {
     sx_data d;
     size_t nst;
     uint8_t *elig, *sel;
+    uint8_t *seed_ent;  /* per entity: an end of an identity seed (an entity node) */
     int32_t *rank;      /* entity index -> rank by IRI */
     int32_t *order;     /* rank -> entity index */
     /* per entity: eligible claims with it as subject, as object (CSR) */
@@ -337,6 +338,25 @@ static int64_t select_nodes(ctx *c) {
     if (o->seed == DONTO_SHEAFX_SEED_FRONTIER) {
         for (size_t i = 0; i < n; i++)
             if (c->elig[i] && c->d.st[i].until > o->as_of && c->d.st[i].until <= o->until) seed[i] = 1;
+    } else if (o->seed == DONTO_SHEAFX_SEED_IDENTITY) {
+        /* The claims naming both ends of each identity statement that is a
+         * label (known at as_of or asserted in (as_of, until]), taken pair by
+         * pair in statement order: a capped subgraph holds whole pairs. The
+         * ends themselves become entity nodes (seed_ent), named by a claim
+         * node or not: an adjective satellite of WordNet has no claim but its
+         * similar_to, which is a label, never a node. */
+        for (size_t i = 0; i < n && count < cap; i++) {
+            const sx_stmt *t = &c->d.st[i];
+            if (!t->ident || t->obj < 0 || t->obj == t->subj || t->until <= o->as_of || t->from > o->until) continue;
+            if (t->sheaf && !(o->unsafe & DONTO_SHEAFX_UNSAFE_NO_SHEAF_FILTER)) continue;
+            int32_t ends[2] = {t->subj, t->obj};
+            for (int k = 0; k < 2; k++) {
+                int32_t e = ends[k];
+                c->seed_ent[e] = 1; /* an entity node even if no claim node names it */
+                for (int64_t j = c->s_off[e]; j < c->s_off[e + 1]; j++) TAKE(c->s_list[j]);
+                for (int64_t j = c->o_off[e]; j < c->o_off[e + 1]; j++) TAKE(c->o_list[j]);
+            }
+        }
     } else {
         for (size_t k = 0; k < c->d.narg; k++) {
             const sx_arg *a = &c->d.arg[k];
@@ -522,7 +542,7 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *out, d
     memset(st, 0, sizeof *st);
     double t0 = donto_now();
     if (o->until <= o->as_of) return donto_seterrc(err, DONTO_E_INVALID, "until must be later than as_of");
-    if (o->seed < 0 || o->seed > DONTO_SHEAFX_SEED_INCOMPAT) return donto_seterrc(err, DONTO_E_INVALID, "unknown seed");
+    if (o->seed < 0 || o->seed > DONTO_SHEAFX_SEED_IDENTITY) return donto_seterrc(err, DONTO_E_INVALID, "unknown seed");
     if (!o->model || !*o->model) return donto_seterrc(err, DONTO_E_INVALID, "no model named");
     donto_db db;
     if (donto_store_db(s, &db, err)) return -1;
@@ -581,6 +601,7 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *out, d
     /* Eligible claims (the as-of and sheaf rules), and what the filter took out. */
     c->elig = donto_xcalloc(n + 1, 1);
     c->sel = donto_xcalloc(n + 1, 1);
+    c->seed_ent = donto_xcalloc(c->d.ent.n + 1, 1);
     int32_t *subj = donto_xmalloc((n + 1) * sizeof *subj), *obj = donto_xmalloc((n + 1) * sizeof *obj);
     for (size_t i = 0; i < n; i++) {
         c->elig[i] = (uint8_t)eligible(c, &d->st[i]);
@@ -682,6 +703,7 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *out, d
     for (size_t e = 0; e < ne; e++) c->eid[e] = -1;
     {
         uint8_t *mentioned = donto_xcalloc(ne + 1, 1);
+        for (size_t e = 0; e < ne; e++) mentioned[e] = c->seed_ent[e];
         for (size_t j = 0; j < c->ncn; j++) {
             const sx_stmt *t = &d->st[c->node_claim[j]];
             mentioned[t->subj] = 1;
@@ -955,7 +977,7 @@ out:
     for (int i = 0; i < 3; i++) free(score[i].p);
     free(g.e), ps_free(&g.idx);
     ps_free(&forbid), ps_free(&used), ps_free(&known), ps_free(&iforbid), ps_free(&iused), ps_free(&iknown);
-    free(c->elig), free(c->sel), free(c->rank), free(c->order);
+    free(c->elig), free(c->sel), free(c->seed_ent), free(c->rank), free(c->order);
     free(c->s_off), free(c->s_list), free(c->o_off), free(c->o_list), free(c->a_off), free(c->a_list);
     free(c->nid), free(c->eid), free(c->node_claim), free(c->node_ent);
     sx_data_free(&c->d);

@@ -213,7 +213,7 @@ static int defining_claim(const wn_synset *sy, const char (*keys)[12], size_t n,
     return -1;
 }
 
-int donto_import_wordnet(donto_store *s, const char *dir, size_t limit, donto_progress_fn progress,
+int donto_import_wordnet(donto_store *s, const char *dir, const char *pos, size_t limit, donto_progress_fn progress,
                          void *ctx, donto_load_stats *st, donto_err *err) {
     static const struct {
         char pos;
@@ -223,6 +223,20 @@ int donto_import_wordnet(donto_store *s, const char *dir, size_t limit, donto_pr
     if (!st) st = &local;
     memset(st, 0, sizeof *st);
     if (!dir) dir = DONTO_WORDNET_DIR;
+    /* The files to read, in the order pos names them. */
+    int order[4], nfiles = 0;
+    for (const char *p = pos ? pos : "nvar"; *p; p++) {
+        if (*p == ',') continue;
+        int fi = -1;
+        for (int k = 0; k < 4; k++)
+            if (FILES[k].pos == *p) fi = k;
+        if (fi < 0)
+            return donto_seterrc(err, DONTO_E_INVALID, "wordnet: unknown part of speech '%c' (n, v, a or r)", *p);
+        for (int k = 0; k < nfiles; k++)
+            if (order[k] == fi) return donto_seterrc(err, DONTO_E_INVALID, "wordnet: part of speech '%c' given twice", *p);
+        order[nfiles++] = fi;
+    }
+    if (!nfiles) return donto_seterrc(err, DONTO_E_INVALID, "wordnet: no part of speech given");
     const sub_ops *ops = sub_ops_for(s, err);
     if (!ops) return -1;
 
@@ -233,7 +247,8 @@ int donto_import_wordnet(donto_store *s, const char *dir, size_t limit, donto_pr
     char *line = NULL;
     size_t lcap = 0;
     double last = donto_now();
-    for (size_t fi = 0; fi < 4 && rc == 0 && (!limit || n < limit); fi++) {
+    for (int oi = 0; oi < nfiles && rc == 0 && (!limit || n < limit); oi++) {
+        int fi = order[oi];
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, FILES[fi].file);
         FILE *f = fopen(path, "rb");
