@@ -32,7 +32,7 @@ usage_error "-k: 10001 is out of range (1..10000)" "$EMBED" search -k 10001 --mo
 usage_error "--threads: 2000 is out of range (1..1024)" "$EMBED" serve --db "$W/q.db" --threads 2000
 usage_error "--lease-ttl: '1h' is not a whole number" "$EMBED" serve --db "$W/q.db" --lease-ttl 1h
 usage_error "unexpected argument 'x'" "$EMBED" migrate --db "$W/q.db" x
-usage_error "--role: 'king' is not one of contributor|reader|admin" "$EMBED" token add x --role king --db "$W/q.db"
+usage_error "--role: 'king' is not one of contributor|reader|analyst|admin" "$EMBED" token add x --role king --db "$W/q.db"
 usage_error "-n: 'abc' is not a whole number" "$EMBED" work -n abc --model m --url http://x --token t
 usage_error "--idle-sleep: -1 is out of range (0..86400)" "$EMBED" work --idle-sleep -1 --model m --url http://x --token t
 usage_error "--timeout: 0.5 is out of range (1..86400)" "$EMBED" work --timeout 0.5 --model m --url http://x --token t

@@ -1077,6 +1077,7 @@ static void test_cli(void) {
 static const char *TOK_ALICE = "alice-token-0123456789";
 static const char *TOK_MALLORY = "mallory-token-0123456789";
 static const char *TOK_READER = "reader-token-0123456789";
+static const char *TOK_ANALYST = "analyst-token-0123456789";
 
 static long raw_count(donto_store *s, const char *sql_sqlite, const char *sql_pg) {
     donto_db db;
@@ -1124,6 +1125,8 @@ static void trust_scenario(donto_store *s, const char *label) {
     CHECK(donto_store_token_add(s, "mallory", DONTO_ROLE_CONTRIBUTOR, h, g_clock_ms, &e) == 0, "%s", e.msg);
     hash_of(TOK_READER, h);
     CHECK(donto_store_token_add(s, "reader", DONTO_ROLE_READER, h, g_clock_ms, &e) == 0, "%s", e.msg);
+    hash_of(TOK_ANALYST, h);
+    CHECK(donto_store_token_add(s, "analyst", DONTO_ROLE_ANALYST, h, g_clock_ms, &e) == 0, "%s", e.msg);
     donto_enqueue_item q[4];
     static const char *ids[] = {"t1", "t2", "t3", "t4"};
     for (int i = 0; i < 4; i++)
@@ -1188,6 +1191,16 @@ static void trust_scenario(donto_store *s, const char *label) {
     json_decref(j);
     st = http("GET", "/recall?q=x", TOK_READER, NULL, &j);
     CHECK(st == 503 && !strcmp(jstr(j, "error"), "no_model"), "a reader passes the gate: %ld", st);
+    json_decref(j);
+    /* An analyst queries the sheaf models only: no recall, no queue, no stats. */
+    st = http("GET", "/recall?q=x", TOK_ANALYST, NULL, &j);
+    CHECK_ERR(st, j, 403, "forbidden");
+    json_decref(j);
+    st = http("POST", "/lease", TOK_ANALYST, "{\"worker_id\": \"an-w1\", \"n\": 1, \"target\": \"claim\"}", &j);
+    CHECK_ERR(st, j, 403, "forbidden");
+    json_decref(j);
+    st = http("GET", "/stats", TOK_ANALYST, NULL, &j);
+    CHECK_ERR(st, j, 403, "forbidden");
     json_decref(j);
 
     /* Suspension: alice's unverified vector is withdrawn and its item queued

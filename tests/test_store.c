@@ -141,8 +141,8 @@ static void test_migration_registry(void) {
     CHECK(donto_store_apply_migrations(s, &set, &err) == 0, "%s regmod again: %s", g_backend, err.msg);
     CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'regmod'") == 2,
           "%s: regmod recorded twice over", g_backend);
-    CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'store'") == 7,
-          "%s: the store's seven migrations", g_backend);
+    CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'store'") == 8,
+          "%s: the store's eight migrations", g_backend);
     /* A broken migration fails with the module and version named and is not recorded. */
     static const donto_migration BAD[] = {{3, "broken", {"CREATE TABLE (", "CREATE TABLE ("}}};
     donto_migrations bad = {"regmod", BAD, 1};
@@ -157,6 +157,9 @@ static void test_migration_registry(void) {
      * (migration 1 would fail: its tables exist), and the rows carry over. */
     s = fresh();
     int pg = strcmp(g_backend, "pg") == 0;
+    /* A token from then survives the later rebuilds of its table (7, 8). */
+    CHECK(raw_sql("INSERT INTO tokens (name, hash, role, created) VALUES ('keep', 'h-keep', 'reader', 5)") == 0,
+          "%s: a token before the upgrade", g_backend);
     /* It predates migration 7 too: undo what that added. */
     CHECK(raw_sql(pg ? "DROP INDEX vectors_token; ALTER TABLE vectors DROP COLUMN token, DROP COLUMN verified,"
                        " DROP COLUMN text; ALTER TABLE reports DROP COLUMN token; ALTER TABLE tokens"
@@ -180,8 +183,14 @@ static void test_migration_registry(void) {
     donto_store_close(s);
     CHECK(donto_store_open(g_url, &s, &err) == 0, "%s reopen: %s", g_backend, err.msg);
     CHECK(donto_store_migrate(s, &err) == 0, "%s migrate a legacy database: %s", g_backend, err.msg);
-    CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'store'") == 7,
-          "%s: legacy store rows, and migration 7 applied since", g_backend);
+    CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'store'") == 8,
+          "%s: legacy store rows, and migrations 7 and 8 applied since", g_backend);
+    CHECK(raw_count("SELECT name FROM tokens WHERE name = 'keep' AND role = 'reader' AND created = 5") == 1,
+          "%s: the token survived migrations 7 and 8", g_backend);
+    CHECK(raw_sql("INSERT INTO tokens (name, hash, role, created) VALUES ('an', 'h-an', 'analyst', 6)") == 0,
+          "%s: migration 8 admits the analyst role", g_backend);
+    CHECK(raw_sql("INSERT INTO tokens (name, hash, role, created) VALUES ('k', 'h-k', 'king', 6)") != 0,
+          "%s: an unknown role is still refused", g_backend);
     CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'substrate' AND version = 1") == 1,
           "%s: legacy substrate row", g_backend);
     donto_store_close(s);

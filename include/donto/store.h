@@ -55,9 +55,10 @@ extern const char *const donto_target_names[DONTO_TARGET_N + 1];
 const char *donto_target_name(donto_target t);
 
 /* What a token may do (docs/trust.md): contributors lease, submit, release
- * and report; readers also query recall; admins see everything. */
-typedef enum { DONTO_ROLE_CONTRIBUTOR = 0, DONTO_ROLE_ADMIN = 1, DONTO_ROLE_READER = 2 } donto_role;
-/* "contributor" | "reader" | "admin" -> role, or -1; and back. */
+ * and report; readers also query recall; analysts query the sheaf models
+ * (/sheaf/ routes, docs/sheaf-serving.md); admins see everything. */
+typedef enum { DONTO_ROLE_CONTRIBUTOR = 0, DONTO_ROLE_ADMIN = 1, DONTO_ROLE_READER = 2, DONTO_ROLE_ANALYST = 3 } donto_role;
+/* "contributor" | "reader" | "analyst" | "admin" -> role, or -1; and back. */
 int donto_role_parse(const char *s);
 const char *donto_role_name(donto_role r);
 

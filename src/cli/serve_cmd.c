@@ -409,8 +409,8 @@ static int new_token(char out[65]) {
     return 0;
 }
 
-static const char *const ROLES[] = {"contributor", "reader", "admin", NULL};
-static const int ROLE_VALUES[] = {DONTO_ROLE_CONTRIBUTOR, DONTO_ROLE_READER, DONTO_ROLE_ADMIN};
+static const char *const ROLES[] = {"contributor", "reader", "analyst", "admin", NULL};
+static const int ROLE_VALUES[] = {DONTO_ROLE_CONTRIBUTOR, DONTO_ROLE_READER, DONTO_ROLE_ANALYST, DONTO_ROLE_ADMIN};
 
 int donto_token_cmd(int argc, char **argv) {
     const char *db = DONTO_STORE_DEFAULT_URL;
@@ -421,7 +421,7 @@ int donto_token_cmd(int argc, char **argv) {
                                .help = "what `add` grants (default contributor)"},
                               {0}};
     const donto_opt_cmd cmd = {"donto-embed token",
-                               "usage: donto-embed token add NAME [--role contributor|reader|admin] --db URL\n"
+                               "usage: donto-embed token add NAME [--role contributor|reader|analyst|admin] --db URL\n"
                                "       donto-embed token list [--json] --db URL\n"
                                "       donto-embed token revoke NAME --db URL\n"
                                "       donto-embed token unsuspend NAME --db URL\n"
@@ -429,7 +429,8 @@ int donto_token_cmd(int argc, char **argv) {
                                "Bearer tokens for the coordinator. `add` prints the new token once, on\n"
                                "stdout; the database keeps only its SHA-256. Contributors may lease,\n"
                                "submit, release and report (as workers named within their token);\n"
-                               "readers may also query recall; admins may also read /stats and /metrics.\n"
+                               "readers may also query recall; analysts may query the sheaf models\n"
+                               "(/sheaf/ routes) and nothing else; admins may also read /stats and /metrics.\n"
                                "A token whose vector failed the coordinator's check is suspended (its\n"
                                "unverified vectors withdrawn); `unsuspend` lets it work again, as an\n"
                                "untrusted token (docs/trust.md). `list` shows each token's trust record.\n"

@@ -1242,6 +1242,10 @@ static int gate(donto_store *s, request *r, answer *a) {
         *a = errorf(401, "unauthorized", "unknown or revoked token");
         return -1;
     }
+    if (r->role == DONTO_ROLE_ANALYST && (need == NEED_WORKER || need == NEED_READER)) {
+        *a = errorf(403, "forbidden", "analyst tokens query the sheaf models only (/sheaf/ routes)");
+        return -1;
+    }
     if (need == NEED_ADMIN && r->role != DONTO_ROLE_ADMIN) {
         *a = errorf(403, "forbidden", "this route needs an admin token");
         return -1;

@@ -121,6 +121,25 @@ static const donto_migration STORE_MIGRATIONS[] = {
           " ADD COLUMN streak BIGINT NOT NULL DEFAULT 0, ADD COLUMN checks BIGINT NOT NULL DEFAULT 0,"
           " ADD COLUMN failed BIGINT NOT NULL DEFAULT 0, ADD COLUMN withdrawn BIGINT NOT NULL DEFAULT 0,"
           " ADD COLUMN suspended_at BIGINT NOT NULL DEFAULT 0;"}},
+    /* Tokens gain the analyst role: the sheaf models' routes (/sheaf/,
+     * docs/sheaf-serving.md) and nothing of the work queue's. SQLite cannot
+     * alter a CHECK: the table is rebuilt with every column of 7. */
+    {8, "analyst role",
+     {[DONTO_DB_SQLITE] =
+          "CREATE TABLE tokens_v8 (name TEXT PRIMARY KEY, hash BLOB NOT NULL UNIQUE,"
+          " role TEXT NOT NULL CHECK (role IN ('contributor', 'reader', 'analyst', 'admin')),"
+          " created INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0,"
+          " suspended INTEGER NOT NULL DEFAULT 0, reason TEXT NOT NULL DEFAULT '',"
+          " streak INTEGER NOT NULL DEFAULT 0, checks INTEGER NOT NULL DEFAULT 0,"
+          " failed INTEGER NOT NULL DEFAULT 0, withdrawn INTEGER NOT NULL DEFAULT 0,"
+          " suspended_at INTEGER NOT NULL DEFAULT 0);"
+          "INSERT INTO tokens_v8 SELECT name, hash, role, created, revoked, suspended, reason, streak, checks,"
+          " failed, withdrawn, suspended_at FROM tokens;"
+          "DROP TABLE tokens;"
+          "ALTER TABLE tokens_v8 RENAME TO tokens;",
+      [DONTO_DB_POSTGRES] =
+          "ALTER TABLE tokens DROP CONSTRAINT IF EXISTS tokens_role_check,"
+          " ADD CONSTRAINT tokens_role_check CHECK (role IN ('contributor', 'reader', 'analyst', 'admin'));"}},
 };
 
 const donto_migrations DONTO_STORE_MIGRATIONS = {

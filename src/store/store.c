@@ -35,12 +35,16 @@ const char *donto_reject_reason(donto_reject r) {
 }
 
 const char *donto_role_name(donto_role r) {
-    return r == DONTO_ROLE_ADMIN ? "admin" : r == DONTO_ROLE_READER ? "reader" : "contributor";
+    return r == DONTO_ROLE_ADMIN     ? "admin"
+           : r == DONTO_ROLE_READER  ? "reader"
+           : r == DONTO_ROLE_ANALYST ? "analyst"
+                                     : "contributor";
 }
 
 int donto_role_parse(const char *s) {
     if (s && strcmp(s, "admin") == 0) return DONTO_ROLE_ADMIN;
     if (s && strcmp(s, "reader") == 0) return DONTO_ROLE_READER;
+    if (s && strcmp(s, "analyst") == 0) return DONTO_ROLE_ANALYST;
     if (s && strcmp(s, "contributor") == 0) return DONTO_ROLE_CONTRIBUTOR;
     return -1;
 }
