@@ -365,6 +365,16 @@ static const char *jstr(json_t *o, const char *k) {
               (want_code));                                                                              \
     } while (0)
 
+/* One request that must fail with this status and error code. */
+static void expect_err(const char *method, const char *path, const char *token, const char *body, int want_status,
+                       const char *want_code) {
+    json_t *j = NULL;
+    long st = http(method, path, token, body, &j);
+    if (st != want_status) fprintf(stderr, "expect_err: %s %s\n", method, path);
+    CHECK_ERR(st, j, want_status, want_code);
+    json_decref(j);
+}
+
 /* ---- scenario helpers ---------------------------------------------------------------- */
 
 static void hash_of(const char *tok, uint8_t h[32]) {
@@ -495,18 +505,10 @@ static void scenario(donto_store *s, const char *label) {
     json_decref(j);
 
     /* Routes and methods. */
-    st = http("GET", "/nope", TOK_W, NULL, &j);
-    CHECK_ERR(st, j, 404, "not_found");
-    json_decref(j);
-    st = http("GET", "/lease", TOK_W, NULL, &j);
-    CHECK_ERR(st, j, 405, "method_not_allowed");
-    json_decref(j);
-    st = http("POST", "/health", NULL, "{}", &j);
-    CHECK_ERR(st, j, 405, "method_not_allowed");
-    json_decref(j);
-    st = http("DELETE", "/submit", TOK_W, NULL, &j);
-    CHECK_ERR(st, j, 405, "method_not_allowed");
-    json_decref(j);
+    expect_err("GET", "/nope", TOK_W, NULL, 404, "not_found");
+    expect_err("GET", "/lease", TOK_W, NULL, 405, "method_not_allowed");
+    expect_err("POST", "/health", NULL, "{}", 405, "method_not_allowed");
+    expect_err("DELETE", "/submit", TOK_W, NULL, 405, "method_not_allowed");
 
     /* The legacy flow: lease two claims, submit float arrays without lease_id. */
     st = http("POST", "/lease", TOK_W, lease1, &j);
@@ -1193,15 +1195,10 @@ static void trust_scenario(donto_store *s, const char *label) {
     CHECK(st == 503 && !strcmp(jstr(j, "error"), "no_model"), "a reader passes the gate: %ld", st);
     json_decref(j);
     /* An analyst queries the sheaf models only: no recall, no queue, no stats. */
-    st = http("GET", "/recall?q=x", TOK_ANALYST, NULL, &j);
-    CHECK_ERR(st, j, 403, "forbidden");
-    json_decref(j);
-    st = http("POST", "/lease", TOK_ANALYST, "{\"worker_id\": \"an-w1\", \"n\": 1, \"target\": \"claim\"}", &j);
-    CHECK_ERR(st, j, 403, "forbidden");
-    json_decref(j);
-    st = http("GET", "/stats", TOK_ANALYST, NULL, &j);
-    CHECK_ERR(st, j, 403, "forbidden");
-    json_decref(j);
+    expect_err("GET", "/recall?q=x", TOK_ANALYST, NULL, 403, "forbidden");
+    expect_err("POST", "/lease", TOK_ANALYST, "{\"worker_id\": \"an-w1\", \"n\": 1, \"target\": \"claim\"}", 403,
+               "forbidden");
+    expect_err("GET", "/stats", TOK_ANALYST, NULL, 403, "forbidden");
 
     /* Suspension: alice's unverified vector is withdrawn and its item queued
      * again; her requests get 403 suspended; the admin view says so. */
