@@ -254,15 +254,18 @@ int donto_sheaf_registry_check(const char *buf, size_t len, const donto_sheaf_ch
     }
     donto_graph_opts go = {0};
     go.splits = DONTO_SPLITS_OPTIONAL;
+    char why[sizeof err->msg];
     if (donto_graph_load_opts(&g, gpath, &go, err)) {
-        donto_seterrc(err, DONTO_E_INVALID, "%s: probe graph: %s", label, err->msg);
+        snprintf(why, sizeof why, "%s", err->msg);
+        donto_seterrc(err, DONTO_E_INVALID, "%s: probe graph: %s", label, why);
         goto out;
     }
     have_g = 1;
     /* shapes and finiteness: the loader builds the model the hyperparameters say */
     m = donto_sheaf_load_buffer(buf, len, label, &g, NULL, err);
     if (!m) {
-        donto_seterrc(err, DONTO_E_INVALID, "%s", err->msg);
+        snprintf(why, sizeof why, "%s", err->msg);
+        donto_seterrc(err, DONTO_E_INVALID, "%s", why);
         goto out;
     }
     const float *lp;
@@ -283,7 +286,6 @@ int donto_sheaf_registry_check(const char *buf, size_t len, const donto_sheaf_ch
         }
     } else {
         if (!o || !o->reference || !*o->reference) {
-            char why[1100];
             donto_sheaf_registry_default_reference(why, sizeof why);
             donto_seterrc(err, DONTO_E_INVALID,
                           "%s: no reference to check parity against: the checkpoint carries no \"probe\" outputs and no "

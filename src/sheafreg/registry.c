@@ -124,9 +124,9 @@ static int q_run(const donto_db *db, const char *sql_lite, const char *sql_pg, i
         sqlite3_finalize(st);
         return 0;
     }
-    int lens[8] = {0}, fmts[8] = {0};
-    if (np > 8) return donto_seterrc(err, DONTO_E_INTERNAL, "registry: too many parameters");
-    const char *pv[8] = {0};
+    int lens[12] = {0}, fmts[12] = {0};
+    if (np > 12) return donto_seterrc(err, DONTO_E_INTERNAL, "registry: too many parameters");
+    const char *pv[12] = {0};
     for (int i = 0; i < np; i++) {
         pv[i] = params[i];
         if (i + 1 == blob_at) pv[i] = blob, lens[i] = (int)bloblen, fmts[i] = 1;
