@@ -34,6 +34,9 @@ int donto_sheaf_main(int argc, char **argv);
 int donto_sheaf_export_main(int argc, char **argv);
 int donto_sheaf_gen_main(int argc, char **argv);
 int donto_sheaf_stamp_main(int argc, char **argv);
+/* donto-sheaf register | models (src/cli/sheafreg_cmd.c, logic in src/sheafreg/); argv[0] = the command name. */
+int donto_sheaf_register_main(int argc, char **argv);
+int donto_sheaf_models_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

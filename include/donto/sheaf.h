@@ -55,6 +55,10 @@ typedef struct donto_graph {
     char features_from[256]; /* the features' source and layout ("... dense rows of 1703 values") */
     char splits_from[256];   /* the masks' source ("... splits/texas_split_0.6_0.2_<i>.npz, 10 splits") */
     int splits_random;       /* 1: the masks were drawn at random (--random-splits, synthetic graphs) */
+    /* Export files: the task read ("arg_link"; "" when none) and the export's inputs_digest
+     * ("sha256:..."; "" when the file records none). Checkpoints keep both. */
+    char task_name[64];
+    char inputs_digest[80];
 } donto_graph;
 
 /* How donto_graph_load_opts reads a graph; all zero: the defaults. */
@@ -261,6 +265,10 @@ int donto_sheaf_save(const donto_sheaf_model *m, const donto_graph *g, const don
  * donto_sheaf_held_out). */
 donto_sheaf_model *donto_sheaf_load(const char *path, const donto_graph *g, donto_sheaf_hp *hp_out,
                                     donto_err *err);
+/* The same from checkpoint bytes in memory (a model registry's row); label names them in
+ * messages ("model 'x'"). Both refuse a weight that is not finite as float32. */
+donto_sheaf_model *donto_sheaf_load_buffer(const char *buf, size_t len, const char *label, const donto_graph *g,
+                                           donto_sheaf_hp *hp_out, donto_err *err);
 
 #ifdef __cplusplus
 }

@@ -37,6 +37,8 @@ static void usage_main(FILE *f) {
             "  export   the substrate as a leakage-free graph (tasks arg_link, identity, claim_score)\n"
             "  gen-substrate  plant a donto-shaped substrate with known structure (tests, benchmarks)\n"
             "  stamp-history  give a substrate loaded at once (WordNet) a simulated history for export\n"
+            "  register add a checkpoint to the model registry (parity-gated against the PyTorch reference)\n"
+            "  models   the model registry: list, show, activate, retire\n"
             "  version  print the version\n"
             "\n"
             "`donto-sheaf <command> --help` describes each command.\n");
@@ -978,6 +980,8 @@ int donto_sheaf_main(int argc, char **argv) {
     if (!strcmp(cmd, "export")) return donto_sheaf_export_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "gen-substrate")) return donto_sheaf_gen_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "stamp-history")) return donto_sheaf_stamp_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "register")) return donto_sheaf_register_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "models")) return donto_sheaf_models_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("donto-sheaf %s\n", DONTO_VERSION);
         return 0;

@@ -96,10 +96,12 @@ int donto_sheaf_save(const donto_sheaf_model *m, const donto_graph *g, const don
         json_object_set_new(gj, "splits", json_string(g->splits_from));
         json_object_set_new(gj, "random_splits", json_boolean(g->splits_random));
     }
+    if (g && g->inputs_digest[0]) json_object_set_new(gj, "inputs_digest", json_string(g->inputs_digest));
     json_object_set_new(root, "graph", gj);
     json_t *tj = json_object();
     json_object_set_new(tj, "kind", json_string(m->task == DONTO_TASK_EDGE ? "edge" : "node"));
     json_object_set_new(tj, "classes", json_integer(donto_sheaf_model_classes(m)));
+    if (g && g->task_name[0]) json_object_set_new(tj, "name", json_string(g->task_name));
     if (m->task == DONTO_TASK_EDGE) {
         json_object_set_new(tj, "directed", json_boolean(m->directed));
         json_object_set_new(tj, "decoder", json_string(m->directed ? "[h_u*h_v, |h_u-h_v|, h_u, h_v] -> MLP"
@@ -140,10 +142,9 @@ int donto_sheaf_save(const donto_sheaf_model *m, const donto_graph *g, const don
     return 0;
 }
 
-donto_sheaf_model *donto_sheaf_load(const char *path, const donto_graph *g, donto_sheaf_hp *hp_out, donto_err *err) {
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) return donto_seterr(err, "%s:%d: %s", path, je.line, je.text), NULL;
+/* The checkpoint already parsed (root: borrowed); path names it in messages. */
+static donto_sheaf_model *load_json(json_t *root, const char *path, const donto_graph *g, donto_sheaf_hp *hp_out,
+                                    donto_err *err) {
     donto_sheaf_model *m = NULL;
     const char *fmt = json_string_value(json_object_get(root, "format"));
     donto_sheaf_hp hp;
@@ -204,7 +205,13 @@ donto_sheaf_model *donto_sheaf_load(const char *path, const donto_graph *g, dont
                 donto_seterr(err, "%s: tensor '%s' value %zu is not a number", path, name, j);
                 goto fail;
             }
-            m->p[m->t[i].off + j] = (float)json_number_value(v);
+            float w = (float)json_number_value(v);
+            if (!isfinite(w)) { /* 1e39 parses as a number and overflows float32 */
+                donto_seterr(err, "%s: tensor '%s' value %zu is not finite as float32 (%g)", path, name, j,
+                             json_number_value(v));
+                goto fail;
+            }
+            m->p[m->t[i].off + j] = w;
         }
     }
     const char *gname = json_string_value(json_object_get(gj, "name"));
@@ -224,6 +231,25 @@ fail:
     donto_sheaf_model_free(m);
     m = NULL;
 out:
+    return m;
+}
+
+donto_sheaf_model *donto_sheaf_load(const char *path, const donto_graph *g, donto_sheaf_hp *hp_out, donto_err *err) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return donto_seterr(err, "%s:%d: %s", path, je.line, je.text), NULL;
+    donto_sheaf_model *m = load_json(root, path, g, hp_out, err);
+    json_decref(root);
+    return m;
+}
+
+donto_sheaf_model *donto_sheaf_load_buffer(const char *buf, size_t len, const char *label, const donto_graph *g,
+                                           donto_sheaf_hp *hp_out, donto_err *err) {
+    json_error_t je;
+    if (!label) label = "checkpoint";
+    json_t *root = json_loadb(buf, len, 0, &je);
+    if (!root) return donto_seterr(err, "%s:%d: %s", label, je.line, je.text), NULL;
+    donto_sheaf_model *m = load_json(root, label, g, hp_out, err);
     json_decref(root);
     return m;
 }

@@ -1257,6 +1257,12 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
     }
     for (int i = 0; i < n; i++) g->ids[i] = donto_xstrdup(im.ids[i]);
     g->metric = metric;
+    {   /* the task's name and the export's inputs digest, for checkpoints (a model registry keys on them) */
+        const char *tn = task ? json_string_value(json_object_get(task, "name")) : NULL;
+        const char *dg = json_string_value(json_object_get(json_object_get(root, "export"), "inputs_digest"));
+        snprintf(g->task_name, sizeof g->task_name, "%s", tn ? tn : "");
+        snprintf(g->inputs_digest, sizeof g->inputs_digest, "%s", dg ? dg : "");
+    }
     if (edge_task) {
         if (load_edge_task(g, task, task_i, &im, path, err)) {
             donto_graph_free(g);

@@ -9,6 +9,11 @@ macro-F1, ROC-AUC, average precision) against sklearn's on the C log-probabiliti
            runs the C dump helper, loads its weights (checkpoint JSON) and graph, and compares
            log-probabilities (max abs diff) and every parameter gradient (max abs diff relative
            to the tensor's largest gradient) against this reference.
+  infer:   python sheaf_ref.py infer --checkpoint CK --graph G.json --out logp.json: float64
+           log-probabilities of a checkpoint on an export-format graph (donto-sheaf register's
+           parity gate runs this).
+  probe:   python sheaf_ref.py probe --checkpoint CK --out CK2: a copy of CK with a "probe" member
+           (a small graph and this reference's outputs; docs/sheaf.md "Probe").
   bench:   python sheaf_ref.py bench --graph chameleon|random:N:M ... times one training epoch
            (forward + backward + Adam step) of this reference (used by bench/sheaf-vs-torch).
 """
@@ -320,6 +325,93 @@ def cmd_parity(a):
     return 0 if ok else 1
 
 
+def graph_from_export(g, task_name=None):
+    """An export-format graph (docs/sheaf-export.md) as tensors: x [n, f] (float32 values),
+    the canonical undirected edges (u < v, no duplicates, no self-loops, as the C loader), and
+    the task (the first, or task_name): its kind, pairs and directedness."""
+    ids = {nd["id"]: i for i, nd in enumerate(g["nodes"])}
+    x = torch.tensor(np.array([nd["features"] for nd in g["nodes"]], dtype=np.float32))
+    es = sorted({(min(ids[e["src"]], ids[e["dst"]]), max(ids[e["src"]], ids[e["dst"]]))
+                 for e in g["edges"] if ids[e["src"]] != ids[e["dst"]]})
+    eu = torch.tensor([u for u, _ in es], dtype=torch.int64)
+    ev = torch.tensor([v for _, v in es], dtype=torch.int64)
+    tasks = g.get("tasks", [])
+    task = next((t for t in tasks if task_name is None or t.get("name") == task_name), None)
+    return x, eu, ev, task, ids
+
+
+def ref_logp(ck, g, task_name=None):
+    """log-probabilities (float64) of checkpoint ck on export graph g: [nodes, K] or [pairs, classes]."""
+    x, eu, ev, task, ids = graph_from_export(g, task_name)
+    n, f = x.shape
+    dtype = torch.float64
+    if ck.get("task", {}).get("kind") == "edge":
+        pairs = task["pairs"]
+        pu = torch.tensor([ids[p[0]] for p in pairs], dtype=torch.int64)
+        pv = torch.tensor([ids[p[1]] for p in pairs], dtype=torch.int64)
+        m = model_from_ckpt(ck, n, f, ck["hparams"]["hidden"], eu, ev, dtype)
+        with torch.no_grad():
+            h = m.node_out(x.to(dtype), training=False)
+            return F.log_softmax(m.decode(h, pu, pv, bool(ck["task"].get("directed", False))), dim=1).numpy()
+    K = ck["task"]["classes"] if "task" in ck else ck["graph"]["nclass"]
+    m = model_from_ckpt(ck, n, f, K, eu, ev, dtype)
+    with torch.no_grad():
+        return m(x.to(dtype), training=False).numpy()
+
+
+def reference_name():
+    return f"tests/ref/sheaf_ref.py (torch {torch.__version__}, float64)"
+
+
+def cmd_infer(a):
+    """The registry's reference (donto-sheaf register --reference): the checkpoint's
+    log-probabilities on an export-format graph, float64, as {"logp": [[...]], "reference"}."""
+    ck = json.load(open(a.checkpoint))
+    g = json.load(open(a.graph))
+    logp = ref_logp(ck, g, a.task)
+    with open(a.out, "w") as f:
+        json.dump({"logp": [[float(v) for v in row] for row in logp], "reference": reference_name()}, f)
+    return 0
+
+
+def cmd_probe(a):
+    """Give a checkpoint a probe (docs/sheaf.md "Probe"): a small seeded random graph in the
+    export format with the checkpoint's feature dimension (and pairs for an edge task), and this
+    reference's log-probabilities on it. The registry then checks against those numbers."""
+    ck = json.load(open(a.checkpoint))
+    rng = np.random.default_rng(a.seed)
+    f = ck["graph"]["f"]
+    task = ck.get("task", {"kind": "node", "classes": ck["graph"]["nclass"]})
+    K = task["classes"]
+    n = a.nodes
+    X = rng.standard_normal((n, f))
+    X = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)  # unit rows, as embeddings
+    nodes = [{"id": f"q{i}", "features": [float(v) for v in X[i]]} for i in range(n)]
+    edges = []
+    for _ in range(2 * n):
+        u, v = rng.integers(0, n, 2)
+        if u != v:
+            edges.append({"src": f"q{u}", "dst": f"q{v}"})
+    t = {"name": "probe", "classes": [f"c{c}" for c in range(K)]}
+    if task.get("kind") == "edge":
+        t.update(kind="edge", directed=bool(task.get("directed", False)), pairs=[])
+        while len(t["pairs"]) < a.pairs:
+            u, v = rng.integers(0, n, 2)
+            if u != v:
+                t["pairs"].append([f"q{u}", f"q{v}", int(rng.integers(0, K))])
+    else:
+        t["labels"] = {f"q{i}": int(rng.integers(0, K)) for i in range(n)}
+    g = {"format": "donto-sheaf-graph", "version": 2, "provenance": {"source": "sheaf_ref.py probe", "seed": a.seed},
+         "feature_dim": f, "nodes": nodes, "edges": edges, "tasks": [t]}
+    logp = ref_logp(ck, g)
+    ck["probe"] = {"graph": g, "logp": [[float(v) for v in row] for row in logp], "reference": reference_name(),
+                   "produced_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with open(a.out, "w") as fo:
+        json.dump(ck, fo, separators=(",", ":"))
+    print(f"probe: {n} nodes, {len(logp)} rows x {logp.shape[1]} classes -> {a.out}")
+    return 0
+
+
 def check_metrics(meta, logp_c, y, mask, K):
     """The C metrics of the train set against sklearn's on the same (C) log-probabilities."""
     from sklearn.metrics import accuracy_score, average_precision_score, f1_score, roc_auc_score
@@ -447,6 +539,17 @@ def main():
     p.add_argument("--tol-logp", type=float, default=1e-5)
     p.add_argument("--tol-grad", type=float, default=1e-4)
     p.add_argument("extra", nargs=argparse.REMAINDER, help="options passed to the dump helper (after --)")
+    i = sub.add_parser("infer", help="log-probabilities of a checkpoint on an export graph (the registry's reference)")
+    i.add_argument("--checkpoint", required=True)
+    i.add_argument("--graph", required=True)
+    i.add_argument("--task", default=None)
+    i.add_argument("--out", required=True)
+    pr = sub.add_parser("probe", help="write a copy of a checkpoint carrying a probe graph and this reference's outputs")
+    pr.add_argument("--checkpoint", required=True)
+    pr.add_argument("--out", required=True)
+    pr.add_argument("--nodes", type=int, default=20)
+    pr.add_argument("--pairs", type=int, default=30)
+    pr.add_argument("--seed", type=int, default=1)
     b = sub.add_parser("bench")
     b.add_argument("--graph", required=True)
     b.add_argument("--data-dir", default=None)
@@ -470,6 +573,10 @@ def main():
         if a.extra and a.extra[0] == "--":
             a.extra = a.extra[1:]
         return cmd_parity(a)
+    if a.cmd == "infer":
+        return cmd_infer(a)
+    if a.cmd == "probe":
+        return cmd_probe(a)
     return cmd_bench(a)
 
 
