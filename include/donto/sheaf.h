@@ -92,6 +92,12 @@ int donto_graph_load_opts(donto_graph *g, const char *spec, const donto_graph_op
 /* donto_graph_load_opts with the defaults (splits required, features detected). */
 int donto_graph_load(donto_graph *g, const char *spec, const char *data_dir, const char *task,
                      donto_err *err);
+/* An export file's bytes (docs/sheaf-export.md, JSON; not NUL-terminated): as an export file for
+ * donto_graph_load_opts with splits optional (a graph without them keeps nsplits 0). `name` names
+ * the graph in errors and g->name (NULL: "graph"); task as opts->task. Errors in the input have
+ * the code DONTO_E_INVALID. Reentrant: threads may load at once. */
+int donto_graph_load_json(donto_graph *g, const char *json, size_t len, const char *name, const char *task,
+                          donto_err *err);
 /* Parse --features: "dense", "indices" or "indices:DIM" into opts->features/feature_dim. */
 int donto_graph_features_parse(const char *text, donto_graph_opts *opts, donto_err *err);
 /* Build from arrays (copies them); edges may be directed/duplicated/self-loops: they are

@@ -980,7 +980,9 @@ static int load_geom_gcn(donto_graph *g, const char *root, const char *name, con
 
 /* Node ids -> indices: ids in file order, ord the indices sorted by id (binary search). */
 typedef struct { const char **ids; int n; int *ord; } idmap;
-static const char **cmp_ids; /* qsort has no context argument; the loader is not reentrant here */
+/* qsort has no context argument: the ids being sorted, one per thread (donto_graph_load_json may
+ * run in several threads at once) */
+static _Thread_local const char **cmp_ids;
 static int cmp_ord(const void *a, const void *b) { return strcmp(cmp_ids[*(const int *)a], cmp_ids[*(const int *)b]); }
 /* Sort; the first duplicate id, or NULL. */
 static const char *id_index(idmap *m) {
@@ -1109,10 +1111,8 @@ static int load_edge_task(donto_graph *g, json_t *task, int ti, const idmap *im,
     return 0;
 }
 
-static int load_export(donto_graph *g, const char *path, const char *task_name, donto_err *err) {
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) return donto_seterr(err, "%s:%d: %s", path, je.line, je.text);
+/* An export's parsed JSON into g; `path` names it in errors and becomes g->name. */
+static int load_export_json(donto_graph *g, json_t *root, const char *path, const char *task_name, donto_err *err) {
     int rc = -1;
     float *x = NULL;
     int *y = NULL, *src = NULL, *dst = NULL;
@@ -1302,8 +1302,34 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
     rc = 0;
 out:
     free(im.ids), free(im.ord), free(x), free(y), free(src), free(dst);
+    return rc;
+}
+
+static int load_export(donto_graph *g, const char *path, const char *task_name, donto_err *err) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return donto_seterr(err, "%s:%d: %s", path, je.line, je.text);
+    int rc = load_export_json(g, root, path, task_name, err);
     json_decref(root);
     return rc;
+}
+
+int donto_graph_load_json(donto_graph *g, const char *json, size_t len, const char *name, const char *task,
+                          donto_err *err) {
+    memset(g, 0, sizeof *g);
+    const char *where = name && *name ? name : "graph";
+    json_error_t je;
+    json_t *root = json_loadb(json, len, 0, &je);
+    if (!root)
+        return donto_seterrc(err, DONTO_E_INVALID, "%s (%zu bytes of JSON): line %d: %s", where, len, je.line, je.text);
+    int rc = load_export_json(g, root, where, task, err);
+    json_decref(root);
+    if (rc) {
+        if (donto_err_code(err) == DONTO_E_INTERNAL && err) err->code = DONTO_E_INVALID; /* the input's fault */
+        return -1;
+    }
+    if (!g->splits_from[0]) snprintf(g->splits_from, sizeof g->splits_from, "none");
+    return 0;
 }
 
 /* ------------------------------------------------------------------ */
