@@ -4,7 +4,8 @@
  * round-trips float32 exactly (tests/test_sheaf.c checks it bit for bit).
  * Version 2 adds "task" ({"kind": "node"|"edge", "classes", "directed"}: what the output
  * head or the edge decoder was built for; the decoder's tensors are dec.*); version 1
- * files (no "task") are node-task models and still load.
+ * files (no "task") are node-task models and still load. Reading refuses (DONTO_E_INVALID) a value
+ * that is no finite float, and tensors of another number or size than the hyperparameters make.
  */
 #include <jansson.h>
 #include <limits.h>
