@@ -105,6 +105,13 @@ def main():
             print(json.dumps({"row": r, "probs": p}))
         op.close()
         return 0
+    # the class names the checkpoint kept from the export's "classes"
+    doc = json.loads(graph)
+    task = next(t for t in doc.get("tasks", []) if not a.task or t.get("name") == a.task)
+    names = [(lib.donto_sheaf_op_class_name(op.op, k) or b"").decode() for k in range(op.classes)]
+    if task.get("classes") and names != task["classes"]:
+        print(f"FAIL: class names {names}, the export's {task['classes']}", file=sys.stderr)
+        return 1
     logp = op.infer_json(graph, a.task, LOGP)
     with open(a.compare) as f:
         ref = [json.loads(line)["logp"] for line in f if line.strip()]

@@ -55,6 +55,10 @@ typedef struct donto_graph {
     char features_from[256]; /* the features' source and layout ("... dense rows of 1703 values") */
     char splits_from[256];   /* the masks' source ("... splits/texas_split_0.6_0.2_<i>.npz, 10 splits") */
     int splits_random;       /* 1: the masks were drawn at random (--random-splits, synthetic graphs) */
+    /* The task's class names (an export's "classes", when it names every class): checkpoints
+     * keep them ("task": {"class_names"}), the inference operator reports them. */
+    int nclass_names;        /* 0: none */
+    char **class_names;      /* [nclass_names] */
 } donto_graph;
 
 /* How donto_graph_load_opts reads a graph; all zero: the defaults. */
@@ -257,6 +261,7 @@ double donto_sheaf_train_step(donto_sheaf_model *m, const donto_graph *g, int sp
 
 /* JSON: {"format":"donto-sheaf-checkpoint","version":2,"family",...,"hparams":{...},
  *        "task":{"kind":"node"|"edge","classes":K,"directed":b},  (version 2; version 1 has none)
+ *               (+ "class_names":[K names] when the graph names its classes)
  *        "graph":{"n","f","nclass","name","fingerprint"},"split":s,"split_fingerprint":"..",
  *        "metrics":{...},
  *        "tensors":[{"name","rows","cols","data":[...]}]} ; %.9g floats round-trip exactly. */

@@ -101,6 +101,11 @@ int donto_sheaf_save(const donto_sheaf_model *m, const donto_graph *g, const don
     json_t *tj = json_object();
     json_object_set_new(tj, "kind", json_string(m->task == DONTO_TASK_EDGE ? "edge" : "node"));
     json_object_set_new(tj, "classes", json_integer(donto_sheaf_model_classes(m)));
+    if (g && g->class_names && g->nclass_names == donto_sheaf_model_classes(m)) {
+        json_t *names = json_array();
+        for (int k = 0; k < g->nclass_names; k++) json_array_append_new(names, json_string(g->class_names[k]));
+        json_object_set_new(tj, "class_names", names);
+    }
     if (m->task == DONTO_TASK_EDGE) {
         json_object_set_new(tj, "directed", json_boolean(m->directed));
         json_object_set_new(tj, "decoder", json_string(m->directed ? "[h_u*h_v, |h_u-h_v|, h_u, h_v] -> MLP"

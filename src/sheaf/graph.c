@@ -337,6 +337,8 @@ void donto_graph_free(donto_graph *g) {
     if (g->ids)
         for (int i = 0; i < g->n; i++) free(g->ids[i]);
     free(g->ids);
+    for (int k = 0; k < g->nclass_names; k++) free(g->class_names[k]);
+    free(g->class_names);
     memset(g, 0, sizeof *g);
 }
 
@@ -1111,6 +1113,16 @@ static int load_edge_task(donto_graph *g, json_t *task, int ti, const idmap *im,
     return 0;
 }
 
+/* The task's "classes" as g's class names when they name each of its classes. */
+static void keep_class_names(donto_graph *g, json_t *classes) {
+    if (!json_is_array(classes) || (int)json_array_size(classes) != g->nclass) return;
+    for (int k = 0; k < g->nclass; k++)
+        if (!json_is_string(json_array_get(classes, k))) return;
+    g->class_names = donto_xcalloc((size_t)g->nclass, sizeof(char *));
+    for (int k = 0; k < g->nclass; k++) g->class_names[k] = donto_xstrdup(json_string_value(json_array_get(classes, k)));
+    g->nclass_names = g->nclass;
+}
+
 /* An export's parsed JSON into g; `path` names it in errors and becomes g->name. */
 static int load_export_json(donto_graph *g, json_t *root, const char *path, const char *task_name, donto_err *err) {
     int rc = -1;
@@ -1267,6 +1279,7 @@ static int load_export_json(donto_graph *g, json_t *root, const char *path, cons
             snprintf(g->splits_from, sizeof g->splits_from, "the task's \"splits\" over its %d pairs, %d split%s",
                      g->npairs, g->nsplits, g->nsplits == 1 ? "" : "s");
         donto_graph_fingerprint(g);
+        keep_class_names(g, classes);
         rc = 0;
         goto out;
     }
@@ -1299,6 +1312,7 @@ static int load_export_json(donto_graph *g, json_t *root, const char *path, cons
         snprintf(g->splits_from, sizeof g->splits_from, "the task's \"splits\", %d split%s", ns, ns == 1 ? "" : "s");
     } /* else none: donto_graph_load_opts decides (an error unless --random-splits) */
     snprintf(g->features_from, sizeof g->features_from, "the export's \"features\", %d per node", f);
+    keep_class_names(g, classes);
     rc = 0;
 out:
     free(im.ids), free(im.ord), free(x), free(y), free(src), free(dst);
