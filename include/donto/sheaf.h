@@ -59,6 +59,10 @@ typedef struct donto_graph {
      * ("sha256:..."; "" when the file records none). Checkpoints keep both. */
     char task_name[64];
     char inputs_digest[80];
+    /* The task's class names (an export's "classes", when it names every class): checkpoints
+     * keep them ("task": {"class_names"}), the inference operator reports them. */
+    int nclass_names;        /* 0: none */
+    char **class_names;      /* [nclass_names] */
 } donto_graph;
 
 /* How donto_graph_load_opts reads a graph; all zero: the defaults. */
@@ -96,6 +100,12 @@ int donto_graph_load_opts(donto_graph *g, const char *spec, const donto_graph_op
 /* donto_graph_load_opts with the defaults (splits required, features detected). */
 int donto_graph_load(donto_graph *g, const char *spec, const char *data_dir, const char *task,
                      donto_err *err);
+/* An export file's bytes (docs/sheaf-export.md, JSON; not NUL-terminated): as an export file for
+ * donto_graph_load_opts with splits optional (a graph without them keeps nsplits 0). `name` names
+ * the graph in errors and g->name (NULL: "graph"); task as opts->task. Errors in the input have
+ * the code DONTO_E_INVALID. Reentrant: threads may load at once. */
+int donto_graph_load_json(donto_graph *g, const char *json, size_t len, const char *name, const char *task,
+                          donto_err *err);
 /* Parse --features: "dense", "indices" or "indices:DIM" into opts->features/feature_dim. */
 int donto_graph_features_parse(const char *text, donto_graph_opts *opts, donto_err *err);
 /* Build from arrays (copies them); edges may be directed/duplicated/self-loops: they are
@@ -255,6 +265,7 @@ double donto_sheaf_train_step(donto_sheaf_model *m, const donto_graph *g, int sp
 
 /* JSON: {"format":"donto-sheaf-checkpoint","version":2,"family",...,"hparams":{...},
  *        "task":{"kind":"node"|"edge","classes":K,"directed":b},  (version 2; version 1 has none)
+ *               (+ "class_names":[K names] when the graph names its classes)
  *        "graph":{"n","f","nclass","name","fingerprint"},"split":s,"split_fingerprint":"..",
  *        "metrics":{...},
  *        "tensors":[{"name","rows","cols","data":[...]}]} ; %.9g floats round-trip exactly. */

@@ -4,7 +4,8 @@
  * round-trips float32 exactly (tests/test_sheaf.c checks it bit for bit).
  * Version 2 adds "task" ({"kind": "node"|"edge", "classes", "directed"}: what the output
  * head or the edge decoder was built for; the decoder's tensors are dec.*); version 1
- * files (no "task") are node-task models and still load.
+ * files (no "task") are node-task models and still load. Reading refuses (DONTO_E_INVALID) a value
+ * that is no finite float, and tensors of another number or size than the hyperparameters make.
  */
 #include <jansson.h>
 #include <limits.h>
@@ -55,7 +56,7 @@ static int hp_from_json(json_t *o, donto_sheaf_hp *hp, donto_err *err) {
     donto_sheaf_hp_default(hp);
     const char *fam = json_string_value(json_object_get(o, "family"));
     if (!fam || donto_sheaf_family_parse(fam, &hp->family, &hp->orth))
-        return donto_seterr(err, "checkpoint: unknown family '%s'", fam ? fam : "(none)");
+        return donto_seterrc(err, DONTO_E_INVALID, "checkpoint: unknown family '%s'", fam ? fam : "(none)");
     const char *orth = json_string_value(json_object_get(o, "orth"));
     hp->orth = orth && !strcmp(orth, "cayley") ? DONTO_ORTH_CAYLEY : DONTO_ORTH_HOUSEHOLDER;
     hp->d = (int)jnum(o, "d", hp->d);
@@ -102,6 +103,11 @@ int donto_sheaf_save(const donto_sheaf_model *m, const donto_graph *g, const don
     json_object_set_new(tj, "kind", json_string(m->task == DONTO_TASK_EDGE ? "edge" : "node"));
     json_object_set_new(tj, "classes", json_integer(donto_sheaf_model_classes(m)));
     if (g && g->task_name[0]) json_object_set_new(tj, "name", json_string(g->task_name));
+    if (g && g->class_names && g->nclass_names == donto_sheaf_model_classes(m)) {
+        json_t *names = json_array();
+        for (int k = 0; k < g->nclass_names; k++) json_array_append_new(names, json_string(g->class_names[k]));
+        json_object_set_new(tj, "class_names", names);
+    }
     if (m->task == DONTO_TASK_EDGE) {
         json_object_set_new(tj, "directed", json_boolean(m->directed));
         json_object_set_new(tj, "decoder", json_string(m->directed ? "[h_u*h_v, |h_u-h_v|, h_u, h_v] -> MLP"
@@ -142,19 +148,27 @@ int donto_sheaf_save(const donto_sheaf_model *m, const donto_graph *g, const don
     return 0;
 }
 
-/* The checkpoint already parsed (root: borrowed); path names it in messages. */
-static donto_sheaf_model *load_json(json_t *root, const char *path, const donto_graph *g, donto_sheaf_hp *hp_out,
+donto_sheaf_model *donto_sheaf_load(const char *path, const donto_graph *g, donto_sheaf_hp *hp_out, donto_err *err) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return donto_seterrc(err, DONTO_E_INVALID, "%s:%d: %s", path, je.line, je.text), NULL;
+    donto_sheaf_model *m = sheaf_ckpt_model(root, path, g, hp_out, err);
+    json_decref(root);
+    return m;
+}
+
+donto_sheaf_model *sheaf_ckpt_model(json_t *root, const char *path, const donto_graph *g, donto_sheaf_hp *hp_out,
                                     donto_err *err) {
     donto_sheaf_model *m = NULL;
     const char *fmt = json_string_value(json_object_get(root, "format"));
     donto_sheaf_hp hp;
     if (!fmt || strcmp(fmt, "donto-sheaf-checkpoint")) {
-        donto_seterr(err, "%s: not a donto-sheaf checkpoint", path);
+        donto_seterrc(err, DONTO_E_INVALID, "%s: not a donto-sheaf checkpoint", path);
         goto out;
     }
     json_int_t version = json_integer_value(json_object_get(root, "version"));
     if (version > 2) {
-        donto_seterr(err, "%s: checkpoint version %d is newer than this reader (1 and 2)", path, (int)version);
+        donto_seterrc(err, DONTO_E_INVALID, "%s: checkpoint version %d is newer than this reader (1 and 2)", path, (int)version);
         goto out;
     }
     if (hp_from_json(json_object_get(root, "hparams"), &hp, err)) goto out;
@@ -162,23 +176,23 @@ static donto_sheaf_model *load_json(json_t *root, const char *path, const donto_
     const char *kind = json_string_value(json_object_get(tj, "kind"));
     int edge = kind && !strcmp(kind, "edge");
     if (edge != (g->task_kind == DONTO_TASK_EDGE)) {
-        donto_seterr(err, "%s: a model for an %s task, but the graph's task is an %s task (--task?)", path,
+        donto_seterrc(err, DONTO_E_INVALID, "%s: a model for an %s task, but the graph's task is an %s task (--task?)", path,
                      edge ? "edge" : "node", g->task_kind == DONTO_TASK_EDGE ? "edge" : "node");
         goto out;
     }
     if (edge && jbool(tj, "directed", 0) != (g->directed != 0)) {
-        donto_seterr(err, "%s: a model for a %s edge task, the graph's is %s", path,
+        donto_seterrc(err, DONTO_E_INVALID, "%s: a model for a %s edge task, the graph's is %s", path,
                      jbool(tj, "directed", 0) ? "directed" : "undirected", g->directed ? "directed" : "undirected");
         goto out;
     }
     int f = (int)jnum(gj, "f", -1), K = (int)jnum(gj, "nclass", -1);
     if (f != g->f) {
-        donto_seterr(err, "%s: trained on %d features, the graph has %d", path, f, g->f);
+        donto_seterrc(err, DONTO_E_INVALID, "%s: trained on %d features, the graph has %d", path, f, g->f);
         goto out;
     }
     if (K != g->nclass) {
         if (K < g->nclass) {
-            donto_seterr(err, "%s: trained for %d classes, the graph has labels up to %d", path, K, g->nclass - 1);
+            donto_seterrc(err, DONTO_E_INVALID, "%s: trained for %d classes, the graph has labels up to %d", path, K, g->nclass - 1);
             goto out;
         }
     }
@@ -188,30 +202,27 @@ static donto_sheaf_model *load_json(json_t *root, const char *path, const donto_
     if (!m) goto out;
     json_t *ts = json_object_get(root, "tensors");
     if (!json_is_array(ts) || (int)json_array_size(ts) != m->nt) {
-        donto_seterr(err, "%s: %zu tensors, the model has %d", path, json_array_size(ts), m->nt);
+        donto_seterrc(err, DONTO_E_INVALID, "%s: %zu tensors, the model has %d", path, json_array_size(ts), m->nt);
         goto fail;
     }
     for (int i = 0; i < m->nt; i++) {
         json_t *o = json_array_get(ts, i), *data = json_object_get(o, "data");
         const char *name = json_string_value(json_object_get(o, "name"));
         if (!name || strcmp(name, m->t[i].name) || json_array_size(data) != m->t[i].size) {
-            donto_seterr(err, "%s: tensor %d is '%s' with %zu values, expected '%s' with %zu", path, i, name ? name : "?",
+            donto_seterrc(err, DONTO_E_INVALID, "%s: tensor %d is '%s' with %zu values, expected '%s' with %zu", path, i, name ? name : "?",
                          json_array_size(data), m->t[i].name, m->t[i].size);
             goto fail;
         }
         for (size_t j = 0; j < m->t[i].size; j++) {
             json_t *v = json_array_get(data, j);
-            if (!json_is_number(v)) {
-                donto_seterr(err, "%s: tensor '%s' value %zu is not a number", path, name, j);
+            double x = json_is_number(v) ? json_number_value(v) : NAN;
+            /* finite as a float: below FLT_MAX + half an ulp (what rounds to FLT_MAX) */
+            if (!json_is_number(v) || !(fabs(x) < 0x1.ffffffp127)) {
+                donto_seterrc(err, DONTO_E_INVALID, "%s: tensor '%s' value %zu is %s", path, name, j,
+                              json_is_number(v) ? "not a finite float" : "not a number");
                 goto fail;
             }
-            float w = (float)json_number_value(v);
-            if (!isfinite(w)) { /* 1e39 parses as a number and overflows float32 */
-                donto_seterr(err, "%s: tensor '%s' value %zu is not finite as float32 (%g)", path, name, j,
-                             json_number_value(v));
-                goto fail;
-            }
-            m->p[m->t[i].off + j] = w;
+            m->p[m->t[i].off + j] = (float)x;
         }
     }
     const char *gname = json_string_value(json_object_get(gj, "name"));
@@ -234,22 +245,13 @@ out:
     return m;
 }
 
-donto_sheaf_model *donto_sheaf_load(const char *path, const donto_graph *g, donto_sheaf_hp *hp_out, donto_err *err) {
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) return donto_seterr(err, "%s:%d: %s", path, je.line, je.text), NULL;
-    donto_sheaf_model *m = load_json(root, path, g, hp_out, err);
-    json_decref(root);
-    return m;
-}
-
 donto_sheaf_model *donto_sheaf_load_buffer(const char *buf, size_t len, const char *label, const donto_graph *g,
                                            donto_sheaf_hp *hp_out, donto_err *err) {
     json_error_t je;
     if (!label) label = "checkpoint";
     json_t *root = json_loadb(buf, len, 0, &je);
-    if (!root) return donto_seterr(err, "%s:%d: %s", label, je.line, je.text), NULL;
-    donto_sheaf_model *m = load_json(root, label, g, hp_out, err);
+    if (!root) return donto_seterrc(err, DONTO_E_INVALID, "%s:%d: %s", label, je.line, je.text), NULL;
+    donto_sheaf_model *m = sheaf_ckpt_model(root, label, g, hp_out, err);
     json_decref(root);
     return m;
 }

@@ -7,6 +7,7 @@
  */
 #include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "sheaf_int.h"
@@ -22,12 +23,28 @@
 void openblas_set_num_threads(int);
 int openblas_get_num_threads(void);
 
+/* The OpenBLAS thread count is process-wide, so concurrent passes (donto_sheaf_op_infer from
+ * several threads) share one hold: a count of holders under a lock; the first saves and sets one
+ * thread, the last restores. (A save/restore per pass would let one pass restore the pool under
+ * another, and leave the process at one thread when two overlapped.) */
+static pthread_mutex_t blas_hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static int blas_holders, blas_saved;
+
 int sheaf_blas_single_begin(void) {
-    int saved = openblas_get_num_threads();
-    openblas_set_num_threads(1);
-    return saved;
+    pthread_mutex_lock(&blas_hold_mu);
+    if (blas_holders++ == 0) {
+        blas_saved = openblas_get_num_threads();
+        openblas_set_num_threads(1);
+    }
+    pthread_mutex_unlock(&blas_hold_mu);
+    return 0;
 }
-void sheaf_blas_single_end(int saved) { openblas_set_num_threads(saved); }
+void sheaf_blas_single_end(int saved) {
+    (void)saved;
+    pthread_mutex_lock(&blas_hold_mu);
+    if (--blas_holders == 0) openblas_set_num_threads(blas_saved);
+    pthread_mutex_unlock(&blas_hold_mu);
+}
 
 /* Row-major C[M][N] = alpha op(A)[M][K] op(B)[K][N] + beta C (trans_*: CblasTrans or CblasNoTrans). */
 void sheaf_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,

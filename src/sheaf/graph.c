@@ -337,6 +337,8 @@ void donto_graph_free(donto_graph *g) {
     if (g->ids)
         for (int i = 0; i < g->n; i++) free(g->ids[i]);
     free(g->ids);
+    for (int k = 0; k < g->nclass_names; k++) free(g->class_names[k]);
+    free(g->class_names);
     memset(g, 0, sizeof *g);
 }
 
@@ -980,7 +982,9 @@ static int load_geom_gcn(donto_graph *g, const char *root, const char *name, con
 
 /* Node ids -> indices: ids in file order, ord the indices sorted by id (binary search). */
 typedef struct { const char **ids; int n; int *ord; } idmap;
-static const char **cmp_ids; /* qsort has no context argument; the loader is not reentrant here */
+/* qsort has no context argument: the ids being sorted, one per thread (donto_graph_load_json may
+ * run in several threads at once) */
+static _Thread_local const char **cmp_ids;
 static int cmp_ord(const void *a, const void *b) { return strcmp(cmp_ids[*(const int *)a], cmp_ids[*(const int *)b]); }
 /* Sort; the first duplicate id, or NULL. */
 static const char *id_index(idmap *m) {
@@ -1109,10 +1113,18 @@ static int load_edge_task(donto_graph *g, json_t *task, int ti, const idmap *im,
     return 0;
 }
 
-static int load_export(donto_graph *g, const char *path, const char *task_name, donto_err *err) {
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) return donto_seterr(err, "%s:%d: %s", path, je.line, je.text);
+/* The task's "classes" as g's class names when they name each of its classes. */
+static void keep_class_names(donto_graph *g, json_t *classes) {
+    if (!json_is_array(classes) || (int)json_array_size(classes) != g->nclass) return;
+    for (int k = 0; k < g->nclass; k++)
+        if (!json_is_string(json_array_get(classes, k))) return;
+    g->class_names = donto_xcalloc((size_t)g->nclass, sizeof(char *));
+    for (int k = 0; k < g->nclass; k++) g->class_names[k] = donto_xstrdup(json_string_value(json_array_get(classes, k)));
+    g->nclass_names = g->nclass;
+}
+
+/* An export's parsed JSON into g; `path` names it in errors and becomes g->name. */
+static int load_export_json(donto_graph *g, json_t *root, const char *path, const char *task_name, donto_err *err) {
     int rc = -1;
     float *x = NULL;
     int *y = NULL, *src = NULL, *dst = NULL;
@@ -1273,6 +1285,7 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
             snprintf(g->splits_from, sizeof g->splits_from, "the task's \"splits\" over its %d pairs, %d split%s",
                      g->npairs, g->nsplits, g->nsplits == 1 ? "" : "s");
         donto_graph_fingerprint(g);
+        keep_class_names(g, classes);
         rc = 0;
         goto out;
     }
@@ -1305,11 +1318,38 @@ static int load_export(donto_graph *g, const char *path, const char *task_name, 
         snprintf(g->splits_from, sizeof g->splits_from, "the task's \"splits\", %d split%s", ns, ns == 1 ? "" : "s");
     } /* else none: donto_graph_load_opts decides (an error unless --random-splits) */
     snprintf(g->features_from, sizeof g->features_from, "the export's \"features\", %d per node", f);
+    keep_class_names(g, classes);
     rc = 0;
 out:
     free(im.ids), free(im.ord), free(x), free(y), free(src), free(dst);
+    return rc;
+}
+
+static int load_export(donto_graph *g, const char *path, const char *task_name, donto_err *err) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return donto_seterr(err, "%s:%d: %s", path, je.line, je.text);
+    int rc = load_export_json(g, root, path, task_name, err);
     json_decref(root);
     return rc;
+}
+
+int donto_graph_load_json(donto_graph *g, const char *json, size_t len, const char *name, const char *task,
+                          donto_err *err) {
+    memset(g, 0, sizeof *g);
+    const char *where = name && *name ? name : "graph";
+    json_error_t je;
+    json_t *root = json_loadb(json, len, 0, &je);
+    if (!root)
+        return donto_seterrc(err, DONTO_E_INVALID, "%s (%zu bytes of JSON): line %d: %s", where, len, je.line, je.text);
+    int rc = load_export_json(g, root, where, task, err);
+    json_decref(root);
+    if (rc) {
+        if (donto_err_code(err) == DONTO_E_INTERNAL && err) err->code = DONTO_E_INVALID; /* the input's fault */
+        return -1;
+    }
+    if (!g->splits_from[0]) snprintf(g->splits_from, sizeof g->splits_from, "none");
+    return 0;
 }
 
 /* ------------------------------------------------------------------ */

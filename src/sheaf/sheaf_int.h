@@ -15,6 +15,8 @@
  *   metrics.c    accuracy / macro-F1 / ROC-AUC / average precision
  *   dense.c      BLAS products split over the OpenMP team, linear, dropout
  *   graph.c, train.c, ckpt.c: graphs, the trainer, checkpoints
+ *   op.c         the inference operator (include/donto/sheaf_op.h): read-only weights, one
+ *                model per call, so that any number of threads may infer at once
  *
  * Out of memory -- the one place this is decided (docs/sheaf.md repeats it):
  *   - Allocations whose size a user's graph decides are checked where the graph enters the
@@ -141,6 +143,15 @@ struct donto_sheaf_model {
 /* calloc(n, size) that aborts on OOM after printing the bytes and `what` (the policy above). */
 void *sheaf_xalloc(size_t n, size_t size, const char *what);
 
+/* ---- ckpt.c ---- */
+
+/* A checkpoint's parsed JSON (root) -> a model built for g with its weights; `where` names the
+ * source in errors (a path, or "checkpoint" for bytes). donto_sheaf_load and the operator
+ * (op.c) both read checkpoints through it. */
+struct json_t;
+donto_sheaf_model *sheaf_ckpt_model(struct json_t *root, const char *where, const donto_graph *g,
+                                    donto_sheaf_hp *hp_out, donto_err *err);
+
 /* ---- small shared helpers ---- */
 
 static inline float elu(float x) { return x > 0 ? x : expm1f(x); }
@@ -195,7 +206,9 @@ static inline void f2d(double *o, const float *i, int n) { for (int k = 0; k < n
 
 /* ---- dense.c: building blocks ---- */
 
-/* Hold OpenBLAS at one thread for a forward/backward pass; returns what to restore. */
+/* Hold OpenBLAS at one thread for a forward/backward pass; pass what begin returns to end. Any number
+ * of threads may hold it at once (the operator's concurrent forwards): the first to begin sets
+ * one thread, the last to end restores what the first found. */
 int sheaf_blas_single_begin(void);
 void sheaf_blas_single_end(int saved);
 /* Row-major C[M][N] = alpha op(A)[M][K] op(B)[K][N] + beta C, split over the OpenMP team. */
