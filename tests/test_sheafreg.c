@@ -4,7 +4,7 @@
  *   - a database without the registry's tables: NOT_FOUND saying "--migrate";
  *   - the gate's refusals that need no reference: not JSON, truncated, not a
  *     checkpoint, unknown version, a tensor of the wrong size, a weight that is
- *     not finite as float32; and a good checkpoint without probe or reference is
+ *     not a finite float32; and a good checkpoint without probe or reference is
  *     refused saying how to give one;
  *   - add, list, get by name and id, duplicate names, unknown names;
  *   - activate / roll back in one transaction, one active model per task held
@@ -168,7 +168,7 @@ static void suite(const char *url, const char *dir) {
         if (l >= 4) memcpy(q, big, 4), memset(q + 4, ' ', l - 4);
     }
     CHECK(donto_sheaf_registry_check(t, la, &co, &c, &err) == -1, "1e39 accepted");
-    CHECK_STR_CONTAINS(err.msg, "not finite");
+    CHECK_STR_CONTAINS(err.msg, "not a finite float");
     donto_sheaf_check_free(&c);
     free(t);
     t = strdup(ca);
