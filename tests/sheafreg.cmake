@@ -15,3 +15,12 @@ add_test(NAME sheafreg_cli
                  ${PROJECT_SOURCE_DIR}/tests/ref/sheaf_ref.py ${DONTO_TESTDATA}/sheafreg_cli)
 set_tests_properties(sheafreg_cli PROPERTIES TIMEOUT 600 LABELS "sheafreg;sheaf;ref" RESOURCE_LOCK donto_ref_cpu
                      ENVIRONMENT "DONTO_GEOM_GCN_DIR=${DONTO_GEOM_GCN_DIR};OMP_NUM_THREADS=1")
+# sheaf_serve: POST /sheaf/infer and GET /sheaf/models through `donto-embed serve` (roles, the
+# active model's outputs equal `donto-sheaf infer`'s, activation and rollback under concurrent
+# requests, bad input; tests/sheaf_serve.py).
+add_test(NAME sheaf_serve
+         COMMAND ${DONTO_PYTHON} ${PROJECT_SOURCE_DIR}/tests/sheaf_serve.py --build ${PROJECT_BINARY_DIR}
+                 --python ${DONTO_PYTHON} --ref ${PROJECT_SOURCE_DIR}/tests/ref/sheaf_ref.py
+                 --work ${DONTO_TESTDATA}/sheaf_serve)
+set_tests_properties(sheaf_serve PROPERTIES TIMEOUT 600 LABELS "sheafreg;sheaf;ref;e2e" RESOURCE_LOCK donto_ref_cpu
+                     ENVIRONMENT "OMP_NUM_THREADS=1")

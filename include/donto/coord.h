@@ -61,6 +61,12 @@ typedef struct donto_coord_config {
     donto_recall *recall;
     const char *recall_model; /* the stored model name it searches, for the answer */
 
+    /* The sheaf models (POST /sheaf/infer, GET /sheaf/models; admin and
+     * analyst tokens; docs/sheaf-serving.md): the registry's active model
+     * per task, reloaded when it changes. A request's graph is refused past
+     * these many nodes / query pairs; 0: 100,000 each. */
+    size_t sheaf_max_nodes, sheaf_max_pairs;
+
     /* Contributor trust (docs/trust.md). */
     /* Verification: the coordinator re-embeds a sample of each token's
      * submitted items with this model (fp32 CPU) on a background pool and

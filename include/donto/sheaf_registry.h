@@ -131,6 +131,9 @@ int donto_sheaf_registry_retire(donto_store *s, const char *ref, donto_err *err)
  * statement (a consistent row, whatever activations run beside it).
  * DONTO_E_NOT_FOUND when the task has none. */
 int donto_sheaf_registry_active(donto_store *s, const char *task, donto_sheaf_reg_model *out, donto_err *err);
+/* The same without the checkpoint bytes: which model is active (id, name),
+ * cheap enough to ask on every request (the coordinator does, to reload). */
+int donto_sheaf_registry_active_info(donto_store *s, const char *task, donto_sheaf_reg_model *out, donto_err *err);
 
 #ifdef __cplusplus
 }

@@ -69,7 +69,7 @@ int donto_serve_cmd(int argc, char **argv) {
     int verify = 0; /* VERIFY_AUTO */
     int64_t verify_threads = 0, verify_queue = 0, trust_after = 0, verify_seed = 0, verify_nice = 0;
     double min_cosine = 0, verify_floor = 0, lease_rate = -1, report_rate = -1, canary_rate = -1;
-    int64_t max_outstanding_opt = -1;
+    int64_t max_outstanding_opt = -1, sheaf_nodes = 0, sheaf_pairs = 0;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "db", 0, &cfg.db_url, .metavar = "URL",
          .help = "SQLite file path, or postgres://... (default ./donto.db)"},
@@ -82,6 +82,10 @@ int donto_serve_cmd(int argc, char **argv) {
         {DONTO_OPT_STRING, "base", 0, &cfg.base, .metavar = "PATH", .help = "route prefix (default /embed)"},
         {DONTO_OPT_INT64, "max-body", 0, &max_body, .min = 1024, .max = 1LL << 32, .metavar = "BYTES",
          .help = "request body limit (default 33554432 = 32 MiB)"},
+        {DONTO_OPT_INT64, "sheaf-max-nodes", 0, &sheaf_nodes, .min = 1, .max = 100000000, .metavar = "N",
+         .help = "POST /sheaf/infer: nodes per request graph at most (default 100000)"},
+        {DONTO_OPT_INT64, "sheaf-max-pairs", 0, &sheaf_pairs, .min = 1, .max = 100000000, .metavar = "N",
+         .help = "POST /sheaf/infer: query pairs per edge-task request at most (default 100000)"},
         {DONTO_OPT_INT64, "lease-ttl", 0, &lease_ttl, .min = 1, .max = 7 * 86400, .metavar = "SECS",
          .help = "lease lifetime (default 900)"},
         {DONTO_OPT_INT64, "conn-timeout", 0, &conn_timeout, .min = 1, .max = 3600, .metavar = "SECS",
@@ -162,7 +166,9 @@ int donto_serve_cmd(int argc, char **argv) {
                                "usage: donto-embed serve --db URL [options]\n"
                                "\n"
                                "Serve the embedding work queue over HTTP (docs/protocol.md): workers lease\n"
-                               "texts, submit vectors, release leases and report problems. Stops on\n"
+                               "texts, submit vectors, release leases and report problems. With the sheaf\n"
+                               "model registry in the database, POST /sheaf/infer serves each task's active\n"
+                               "model to analyst and admin tokens (docs/sheaf-serving.md). Stops on\n"
                                "SIGTERM/SIGINT after the requests in flight finish.\n"
                                "\n",
                                opts, NULL};
@@ -170,6 +176,8 @@ int donto_serve_cmd(int argc, char **argv) {
     if (orc >= 0) return orc;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
     cfg.max_body = (size_t)max_body;
+    cfg.sheaf_max_nodes = (size_t)sheaf_nodes;
+    cfg.sheaf_max_pairs = (size_t)sheaf_pairs;
     /* 0 in an option means "no limit"; in the config, 0 is the default. */
     if (canary_rate >= 0) cfg.canary_rate = canary_rate > 0 ? canary_rate : -1;
     if (lease_rate >= 0) cfg.lease_per_s = lease_rate > 0 ? lease_rate : -1;

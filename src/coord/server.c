@@ -49,6 +49,7 @@
 #include "donto/wire.h"
 #include "canary.h"
 #include "replica.h"
+#include "sheaf_serve.h"
 #include "limits.h"
 #include "trust.h"
 #include "verify.h"
@@ -62,23 +63,26 @@
 
 enum {
     R_NONE = -1, R_LEASE, R_SUBMIT, R_REPORT, R_RELEASE, R_EXTEND, R_HEALTH, R_STATS, R_METRICS, R_ADMIN,
-    R_RECALL, R_N
+    R_RECALL, R_SHEAF_INFER, R_SHEAF_MODELS, R_N
 };
 
 /* Who may use a route (docs/trust.md). A worker route acts as the token
  * that sent it: its worker ids are names within that token. */
-enum { NEED_NONE = 0, NEED_WORKER, NEED_ADMIN, NEED_READER };
+enum { NEED_NONE = 0, NEED_WORKER, NEED_ADMIN, NEED_READER, NEED_ANALYST };
 
 static const struct {
     const char *path;
     int post;  /* 1: POST; 0: GET (and HEAD) */
-    int token; /* NEED_*: none; any valid token in good standing; admin; reader or admin */
+    int token; /* NEED_*: none; any valid token in good standing; admin; reader or admin; analyst or admin */
+    int abs;   /* 1: the path is the whole URL (the /sheaf/ routes); 0: it follows the base */
 } k_routes[R_N] = {
     [R_LEASE] = {"/lease", 1, NEED_WORKER},     [R_SUBMIT] = {"/submit", 1, NEED_WORKER},
     [R_REPORT] = {"/report", 1, NEED_WORKER},   [R_RELEASE] = {"/release", 1, NEED_WORKER},
     [R_EXTEND] = {"/extend", 1, NEED_WORKER},   [R_HEALTH] = {"/health", 0, NEED_NONE},
     [R_STATS] = {"/stats", 0, NEED_ADMIN},      [R_METRICS] = {"/metrics", 0, NEED_ADMIN},
     [R_ADMIN] = {"/admin", 0, NEED_NONE},       [R_RECALL] = {"/recall", 0, NEED_READER},
+    [R_SHEAF_INFER] = {"/sheaf/infer", 1, NEED_ANALYST, 1},
+    [R_SHEAF_MODELS] = {"/sheaf/models", 0, NEED_ANALYST, 1},
 };
 
 /* Statuses counted per route for /metrics (anything else: the last slot). */
@@ -192,6 +196,7 @@ struct donto_coord {
     /* Answers queued, by route (R_N: no route) and status, for /metrics. */
     _Atomic unsigned long long hits[R_N + 1][N_STATUS];
     donto_recall *recall; /* borrowed; NULL: /recall answers 503 */
+    sheaf_srv *sheaf;     /* the /sheaf/ routes: sheaf_serve.c */
     char *recall_model;
     /* Trust (docs/trust.md). */
     coord_limits *limits;
@@ -355,10 +360,13 @@ static int bearer_hash(const char *h, uint8_t out[32]) {
 }
 
 static int route_of(const donto_coord *c, const char *url) {
-    if (!url || strncmp(url, c->base, c->base_len) != 0) return R_NONE;
+    if (!url) return R_NONE;
+    for (int r = 0; r < R_N; r++)
+        if (k_routes[r].abs && !strcmp(url, k_routes[r].path)) return r;
+    if (strncmp(url, c->base, c->base_len) != 0) return R_NONE;
     const char *rest = url + c->base_len;
     for (int r = 0; r < R_N; r++)
-        if (!strcmp(rest, k_routes[r].path)) return r;
+        if (!k_routes[r].abs && !strcmp(rest, k_routes[r].path)) return r;
     return R_NONE;
 }
 
@@ -380,8 +388,8 @@ static enum MHD_Result on_headers(donto_coord *c, struct MHD_Connection *conn, c
     if (!ok) {
         r->answered = 1;
         return queue(c, r->route, conn,
-                     errorf(405, "method_not_allowed", "%s%s takes %s", c->base, k_routes[r->route].path,
-                            post ? "POST" : "GET"),
+                     errorf(405, "method_not_allowed", "%s%s takes %s", k_routes[r->route].abs ? "" : c->base,
+                            k_routes[r->route].path, post ? "POST" : "GET"),
                      post ? "POST" : "GET, HEAD");
     }
     if (k_routes[r->route].token) {
@@ -1250,6 +1258,10 @@ static int gate(donto_store *s, request *r, answer *a) {
         *a = errorf(403, "forbidden", "this route needs an admin token");
         return -1;
     }
+    if (need == NEED_ANALYST && r->role != DONTO_ROLE_ADMIN && r->role != DONTO_ROLE_ANALYST) {
+        *a = errorf(403, "forbidden", "the sheaf routes need an analyst or admin token");
+        return -1;
+    }
     if (need == NEED_READER && r->role != DONTO_ROLE_ADMIN && r->role != DONTO_ROLE_READER) {
         *a = errorf(403, "forbidden", "this route needs a reader or admin token (contributor tokens cannot "
                                       "read the substrate)");
@@ -1301,6 +1313,15 @@ static enum MHD_Result on_complete(donto_coord *c, struct MHD_Connection *conn, 
         case R_METRICS: a = do_metrics(c, s); break;
         case R_HEALTH: a = do_health(c, s); break;
         case R_RECALL: a = do_recall(c, s, conn); break;
+        case R_SHEAF_INFER:
+        case R_SHEAF_MODELS: {
+            sheaf_answer sa = r->route == R_SHEAF_MODELS
+                                  ? sheaf_srv_models(c->sheaf, s)
+                                  : sheaf_srv_infer(c->sheaf, s, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "task"),
+                                                    r->body, r->len);
+            a = (answer){sa.status, sa.json, NULL, 0};
+            break;
+        }
         default: a = errorf(404, "not_found", "no such route"); break;
         }
     }
@@ -1551,11 +1572,13 @@ int donto_coord_start(const donto_coord_config *cfg, donto_coord **out, donto_er
     c->clock_ctx = cfg->clock_ctx;
     c->recall = cfg->recall;
     c->recall_model = cfg->recall_model ? strdup(cfg->recall_model) : NULL;
-    if (pthread_mutex_init(&c->mu, NULL) || cond_init_mono(&c->idle_cv) || pthread_mutex_init(&c->pool.mu, NULL) ||
+    c->sheaf = sheaf_srv_new(&(sheaf_srv_limits){cfg->sheaf_max_nodes, cfg->sheaf_max_pairs});
+    if (!c->sheaf || pthread_mutex_init(&c->mu, NULL) || cond_init_mono(&c->idle_cv) || pthread_mutex_init(&c->pool.mu, NULL) ||
         cond_init_mono(&c->pool.cv)) {
         /* Not worth unwinding a half-initialised set: this fails only when
          * the system is out of resources, and then the process ends. */
         free(c->recall_model);
+        sheaf_srv_free(c->sheaf);
         free(c->base);
         free(c);
         return donto_seterr(err, "cannot create locks");
@@ -1626,6 +1649,7 @@ fail:
     free(c->tls_cert);
     free(c->tls_key);
     free(c->recall_model);
+    sheaf_srv_free(c->sheaf);
     free(c->base);
     free(c);
     return -1;
@@ -1665,6 +1689,7 @@ void donto_coord_stop(donto_coord *c, double drain_s) {
     free(c->tls_cert);
     free(c->tls_key);
     free(c->recall_model);
+    sheaf_srv_free(c->sheaf);
     free(c->base);
     free(c);
 }

@@ -412,21 +412,33 @@ fail:
     return -1;
 }
 
-int donto_sheaf_registry_active(donto_store *s, const char *task, donto_sheaf_reg_model *out, donto_err *err) {
+/* The active row of task, with its checkpoint bytes or without. */
+static int active_row(donto_store *s, const char *task, int with_ckpt, donto_sheaf_reg_model *out, donto_err *err) {
     donto_db db;
     memset(out, 0, sizeof *out);
     if (get_db(s, &db, err)) return -1;
     rows r;
     const char *p[1] = {task};
-    if (q_run(&db, "SELECT " COLS_LITE ", checkpoint FROM donto_sheaf_model WHERE task = ?1 AND state = 'active'",
-              "SELECT " COLS_PG ", checkpoint FROM donto_sheaf_model WHERE task = $1 AND state = 'active'", 1, p, 0, NULL,
-              0, &r, err))
+    if (with_ckpt ? q_run(&db, "SELECT " COLS_LITE ", checkpoint FROM donto_sheaf_model WHERE task = ?1 AND state = 'active'",
+                          "SELECT " COLS_PG ", checkpoint FROM donto_sheaf_model WHERE task = $1 AND state = 'active'", 1,
+                          p, 0, NULL, 0, &r, err)
+                  : q_run(&db, "SELECT " COLS_LITE " FROM donto_sheaf_model WHERE task = ?1 AND state = 'active'",
+                          "SELECT " COLS_PG " FROM donto_sheaf_model WHERE task = $1 AND state = 'active'", 1, p, 0,
+                          NULL, 0, &r, err))
         return -1;
     if (!r.nrow) {
         rows_free(&r);
         return donto_seterrc(err, DONTO_E_NOT_FOUND, "task '%s' has no active model", task);
     }
-    fill(&r, 0, out, 1);
+    fill(&r, 0, out, with_ckpt);
     rows_free(&r);
     return 0;
+}
+
+int donto_sheaf_registry_active(donto_store *s, const char *task, donto_sheaf_reg_model *out, donto_err *err) {
+    return active_row(s, task, 1, out, err);
+}
+
+int donto_sheaf_registry_active_info(donto_store *s, const char *task, donto_sheaf_reg_model *out, donto_err *err) {
+    return active_row(s, task, 0, out, err);
 }
