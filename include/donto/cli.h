@@ -37,6 +37,8 @@ int donto_sheaf_stamp_main(int argc, char **argv);
 /* donto-sheaf register | models (src/cli/sheafreg_cmd.c, logic in src/sheafreg/); argv[0] = the command name. */
 int donto_sheaf_register_main(int argc, char **argv);
 int donto_sheaf_models_main(int argc, char **argv);
+/* donto-sheaf score (src/cli/sscore_cmd.c). */
+int donto_sheaf_score_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

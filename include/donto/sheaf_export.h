@@ -155,6 +155,45 @@ typedef struct donto_sheafx_stamp_stats {
 int donto_sheafx_stamp_history(donto_store *s, int64_t as_of, int64_t until, double holdout, uint64_t seed,
                                donto_sheafx_stamp_stats *st, donto_err *err);
 
+
+/* ---- the live graph, for scoring (src/sheafx/export.c) ------------------------ */
+
+/* The substrate at one instant as a graph in memory, built by the export's own
+ * reader, filters and edge rules (nothing sheaf-written, no identity evidence as a
+ * node, a claim without a vector skipped), for `donto-sheaf score`
+ * (docs/sheaf-serving.md "Scores"). Nodes: claims [0, nclaims), then entities
+ * (named by a claim node, with a vector of the model; none when the model has no
+ * entity vectors). Edge types as the export's edge_types (0..4 argument relations,
+ * 5 shares_subject, 6 shares_object, 7 shares_entity, 8 mentions). */
+typedef struct donto_sheafx_live {
+    int dims;
+    int64_t as_of, since;
+    int64_t watermark;         /* the newest tx time (assert or retract) at or before as_of of any row read */
+    size_t nclaims, nentities;
+    char **item;               /* per node: the statement's uuid, or the entity's IRI */
+    float *x;                  /* [nodes][dims] */
+    size_t nedges;
+    int32_t *src, *dst;        /* undirected, each once */
+    uint8_t *etype;
+    int32_t *subj, *obj;       /* per claim: its subject / object entity node, -1 none */
+    uint8_t *changed;          /* per claim: asserted after since, naming an entity of a statement
+                                  retracted in (since, as_of], or an end of an argument asserted or
+                                  retracted in (since, as_of] */
+    size_t nchanged;
+    int32_t *argued;           /* [nargued][2] claim nodes (source, target) of every argument read,
+                                  any relation, context or time (sheaf-written ones included) */
+    size_t nargued;
+    int32_t *ident;            /* [nident][2] entity nodes joined by an identity statement */
+    size_t nident;
+    int64_t statements_read, arguments_read, retracted_since, sheaf_statements, sheaf_arguments;
+    double seconds;
+} donto_sheafx_live;
+/* o: as_of (the instant), model, progress (the rest ignored). since: what counts as
+ * changed (INT64_MIN: everything). Errors as donto_sheafx_export's. */
+int donto_sheafx_live_read(donto_store *s, const donto_sheafx_opts *o, int64_t since, donto_sheafx_live *out,
+                           donto_err *err);
+void donto_sheafx_live_free(donto_sheafx_live *l);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,6 +39,7 @@ static void usage_main(FILE *f) {
             "  stamp-history  give a substrate loaded at once (WordNet) a simulated history for export\n"
             "  register add a checkpoint to the model registry (parity-gated against the PyTorch reference)\n"
             "  models   the model registry: list, show, activate, retire\n"
+            "  score    the active model over what changed in the substrate, scores written back\n"
             "  version  print the version\n"
             "\n"
             "`donto-sheaf <command> --help` describes each command.\n");
@@ -982,6 +983,7 @@ int donto_sheaf_main(int argc, char **argv) {
     if (!strcmp(cmd, "stamp-history")) return donto_sheaf_stamp_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "register")) return donto_sheaf_register_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "models")) return donto_sheaf_models_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "score")) return donto_sheaf_score_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("donto-sheaf %s\n", DONTO_VERSION);
         return 0;

@@ -531,6 +531,80 @@ static void digest_inputs(ctx *c, char out[72]) {
     for (int i = 0; i < 32; i++) sprintf(out + 7 + 2 * i, "%02x", h[i]);
 }
 
+/* Deterministic order (statements by uuid, entities by IRI), entity vector
+ * rows, and arguments resolved to statement indices (then sorted). */
+static void sort_and_resolve(ctx *c) {
+    sx_data *d = &c->d;
+    size_t n = d->nst, ne = d->ent.n;
+    /* Deterministic order: statements by uuid, entities by IRI. */
+    qsort(d->st, n, sizeof *d->st, cmp_stmt);
+    c->order = donto_xmalloc((ne + 1) * sizeof *c->order);
+    c->rank = donto_xmalloc((ne + 1) * sizeof *c->rank);
+    {
+        int32_t *tmp = donto_xmalloc((ne + 1) * sizeof *tmp);
+        for (size_t i = 0; i < ne; i++) c->order[i] = (int32_t)i;
+        msort_ent(c->order, tmp, ne, d->ent.s);
+        free(tmp);
+        for (size_t r = 0; r < ne; r++) c->rank[c->order[r]] = (int32_t)r;
+    }
+    d->ent_vec = donto_xmalloc((ne + 1) * sizeof *d->ent_vec);
+    for (size_t e = 0; e < ne; e++) d->ent_vec[e] = -1;
+    for (size_t k = 0; k < d->nevec; k++) d->ent_vec[d->evec_ent[k]] = (int64_t)k;
+    /* Arguments: resolve their statements (a sorted uuid -> index map). */
+    {
+        for (size_t k = 0; k < d->narg; k++) {
+            sx_arg *a = &d->arg[k];
+            sx_stmt key;
+            memcpy(key.uuid, a->src, 16);
+            sx_stmt *hs = bsearch(&key, d->st, n, sizeof *d->st, cmp_stmt);
+            memcpy(key.uuid, a->dst, 16);
+            sx_stmt *hd = bsearch(&key, d->st, n, sizeof *d->st, cmp_stmt);
+            a->s = hs ? (int32_t)(hs - d->st) : -1;
+            a->d = hd ? (int32_t)(hd - d->st) : -1;
+        }
+        qsort(d->arg, d->narg, sizeof *d->arg, cmp_arg);
+    }
+}
+
+/* Claim-claim edges through shared entities (shares_subject, shares_object,
+ * shares_entity) between claim nodes (c->nid), in entity IRI order. */
+static void entity_edges(const ctx *c, graph *gp) {
+    const sx_data *d = &c->d;
+    size_t ne = d->ent.n;
+    for (size_t r = 0; r < ne; r++) {
+        int32_t e = c->order[r];
+        int32_t sl[64], ol[64];
+        int64_t ns = 0, no = 0;
+        /* Node claims naming e; a list of more than 6 links each claim to the next 3 in uuid
+         * order (and subject/object lists by a round robin), so an entity
+         * named by m claims gives O(m) edges, not O(m^2). */
+        int32_t *S = NULL, *O = NULL;
+        int64_t cs = c->s_off[e + 1] - c->s_off[e], co = c->o_off[e + 1] - c->o_off[e];
+        S = cs <= 64 ? sl : donto_xmalloc((size_t)cs * sizeof *S);
+        O = co <= 64 ? ol : donto_xmalloc((size_t)co * sizeof *O);
+        for (int64_t j = c->s_off[e]; j < c->s_off[e + 1]; j++)
+            if (c->nid[c->s_list[j]] >= 0) S[ns++] = c->nid[c->s_list[j]];
+        for (int64_t j = c->o_off[e]; j < c->o_off[e + 1]; j++)
+            if (c->nid[c->o_list[j]] >= 0) O[no++] = c->nid[c->o_list[j]];
+        int W = 3;
+        for (int64_t i = 0; i < ns; i++)
+            for (int64_t j = i + 1; j < ns && (ns <= 6 || j <= i + W); j++) add_edge(gp, S[i], S[j], ET_SUBJ);
+        for (int64_t i = 0; i < no; i++)
+            for (int64_t j = i + 1; j < no && (no <= 6 || j <= i + W); j++) add_edge(gp, O[i], O[j], ET_OBJ);
+        if (ns && no) {
+            if (ns * no <= 16) {
+                for (int64_t i = 0; i < ns; i++)
+                    for (int64_t j = 0; j < no; j++) add_edge(gp, S[i], O[j], ET_ENT);
+            } else {
+                int64_t m = ns > no ? ns : no;
+                for (int64_t i = 0; i < m; i++) add_edge(gp, S[i % ns], O[i % no], ET_ENT);
+            }
+        }
+        if (S != sl) free(S);
+        if (O != ol) free(O);
+    }
+}
+
 static void progress(const ctx *c, const char *phase, int64_t done, int64_t total) {
     if (c->o->progress) c->o->progress(c->o->ctx, phase, done, total);
 }
@@ -569,34 +643,7 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *out, d
         rc = sx_no_vectors(o->model, err);
         goto out;
     }
-    /* Deterministic order: statements by uuid, entities by IRI. */
-    qsort(d->st, n, sizeof *d->st, cmp_stmt);
-    c->order = donto_xmalloc((ne + 1) * sizeof *c->order);
-    c->rank = donto_xmalloc((ne + 1) * sizeof *c->rank);
-    {
-        int32_t *tmp = donto_xmalloc((ne + 1) * sizeof *tmp);
-        for (size_t i = 0; i < ne; i++) c->order[i] = (int32_t)i;
-        msort_ent(c->order, tmp, ne, d->ent.s);
-        free(tmp);
-        for (size_t r = 0; r < ne; r++) c->rank[c->order[r]] = (int32_t)r;
-    }
-    d->ent_vec = donto_xmalloc((ne + 1) * sizeof *d->ent_vec);
-    for (size_t e = 0; e < ne; e++) d->ent_vec[e] = -1;
-    for (size_t k = 0; k < d->nevec; k++) d->ent_vec[d->evec_ent[k]] = (int64_t)k;
-    /* Arguments: resolve their statements (a sorted uuid -> index map). */
-    {
-        for (size_t k = 0; k < d->narg; k++) {
-            sx_arg *a = &d->arg[k];
-            sx_stmt key;
-            memcpy(key.uuid, a->src, 16);
-            sx_stmt *hs = bsearch(&key, d->st, n, sizeof *d->st, cmp_stmt);
-            memcpy(key.uuid, a->dst, 16);
-            sx_stmt *hd = bsearch(&key, d->st, n, sizeof *d->st, cmp_stmt);
-            a->s = hs ? (int32_t)(hs - d->st) : -1;
-            a->d = hd ? (int32_t)(hd - d->st) : -1;
-        }
-        qsort(d->arg, d->narg, sizeof *d->arg, cmp_arg);
-    }
+    sort_and_resolve(c);
     digest_inputs(c, st->digest);
     /* Eligible claims (the as-of and sheaf rules), and what the filter took out. */
     c->elig = donto_xcalloc(n + 1, 1);
@@ -793,38 +840,7 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *out, d
         if (arg_usable(c, a) && arg_known(c, a) && c->nid[a->s] >= 0 && c->nid[a->d] >= 0)
             add_edge(&g, c->nid[a->s], c->nid[a->d], a->rel);
     }
-    for (size_t r = 0; r < ne; r++) {
-        int32_t e = c->order[r];
-        int32_t sl[64], ol[64];
-        int64_t ns = 0, no = 0;
-        /* Node claims naming e; a list of more than 6 links each claim to the next 3 in uuid
-         * order (and subject/object lists by a round robin), so an entity
-         * named by m claims gives O(m) edges, not O(m^2). */
-        int32_t *S = NULL, *O = NULL;
-        int64_t cs = c->s_off[e + 1] - c->s_off[e], co = c->o_off[e + 1] - c->o_off[e];
-        S = cs <= 64 ? sl : donto_xmalloc((size_t)cs * sizeof *S);
-        O = co <= 64 ? ol : donto_xmalloc((size_t)co * sizeof *O);
-        for (int64_t j = c->s_off[e]; j < c->s_off[e + 1]; j++)
-            if (c->nid[c->s_list[j]] >= 0) S[ns++] = c->nid[c->s_list[j]];
-        for (int64_t j = c->o_off[e]; j < c->o_off[e + 1]; j++)
-            if (c->nid[c->o_list[j]] >= 0) O[no++] = c->nid[c->o_list[j]];
-        int W = 3;
-        for (int64_t i = 0; i < ns; i++)
-            for (int64_t j = i + 1; j < ns && (ns <= 6 || j <= i + W); j++) add_edge(&g, S[i], S[j], ET_SUBJ);
-        for (int64_t i = 0; i < no; i++)
-            for (int64_t j = i + 1; j < no && (no <= 6 || j <= i + W); j++) add_edge(&g, O[i], O[j], ET_OBJ);
-        if (ns && no) {
-            if (ns * no <= 16) {
-                for (int64_t i = 0; i < ns; i++)
-                    for (int64_t j = 0; j < no; j++) add_edge(&g, S[i], O[j], ET_ENT);
-            } else {
-                int64_t m = ns > no ? ns : no;
-                for (int64_t i = 0; i < m; i++) add_edge(&g, S[i % ns], O[i % no], ET_ENT);
-            }
-        }
-        if (S != sl) free(S);
-        if (O != ol) free(O);
-    }
+    entity_edges(c, &g);
     if (c->nen)
         for (size_t j = 0; j < c->ncn; j++) {
             const sx_stmt *t = &d->st[c->node_claim[j]];
@@ -982,4 +998,205 @@ out:
     free(c->nid), free(c->eid), free(c->node_claim), free(c->node_ent);
     sx_data_free(&c->d);
     return rc;
+}
+
+/* ---- the live graph (for scoring: donto_sheafx_live_read) ----------------------------
+ * The same read, filters and edges as the export, at one instant (as_of): every claim
+ * live then (not sheaf-written, not identity evidence, with a vector) is a node, the
+ * entities they name are nodes when the model has entity vectors, and the edges are the
+ * export's (graph arguments known at as_of, shared entities, mentions). No seeds, no
+ * hops, no tasks, no splits: the scorer picks its batches from this. */
+
+static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+int donto_sheafx_live_read(donto_store *s, const donto_sheafx_opts *oin, int64_t since, donto_sheafx_live *L,
+                           donto_err *err) {
+    memset(L, 0, sizeof *L);
+    double t0 = donto_now();
+    if (!oin->model || !*oin->model) return donto_seterrc(err, DONTO_E_INVALID, "no model named");
+    donto_sheafx_opts o = *oin;
+    o.until = o.as_of; /* read what was asserted by as_of */
+    o.unsafe = 0;
+    donto_db db;
+    if (donto_store_db(s, &db, err)) return -1;
+    ctx C = {0}, *c = &C;
+    c->o = &o;
+    graph g = {0};
+    int rc = db.kind == DONTO_DB_POSTGRES ? sx_read_pg(s, &o, &c->d, err) : sx_read_sqlite(s, &o, &c->d, err);
+    if (rc) goto out;
+    progress(c, "read", (int64_t)c->d.nst, (int64_t)c->d.nst);
+    sx_data *d = &c->d;
+    size_t n = d->nst, ne = d->ent.n;
+    c->nst = n;
+    L->statements_read = (int64_t)n, L->arguments_read = (int64_t)d->narg;
+    L->as_of = o.as_of, L->since = since, L->dims = d->dims;
+    if (d->nvec == 0) {
+        rc = sx_no_vectors(o.model, err);
+        goto out;
+    }
+    sort_and_resolve(c);
+    /* The watermark: the newest tx time at or before as_of of any row read. */
+    int64_t wm = INT64_MIN;
+    for (size_t i = 0; i < n; i++) {
+        const sx_stmt *t = &d->st[i];
+        if (t->from <= o.as_of) wm = imax(wm, t->from);
+        if (t->until != SX_OPEN && t->until <= o.as_of) wm = imax(wm, t->until);
+        if (t->sheaf) L->sheaf_statements++;
+    }
+    for (size_t k = 0; k < d->narg; k++) {
+        const sx_arg *a = &d->arg[k];
+        if (a->from <= o.as_of) wm = imax(wm, a->from);
+        if (a->until != SX_OPEN && a->until <= o.as_of) wm = imax(wm, a->until);
+        if (a->sheaf) L->sheaf_arguments++;
+    }
+    L->watermark = wm == INT64_MIN ? since : wm;
+    c->elig = donto_xcalloc(n + 1, 1);
+    int32_t *subj = donto_xmalloc((n + 1) * sizeof *subj), *obj = donto_xmalloc((n + 1) * sizeof *obj);
+    for (size_t i = 0; i < n; i++) {
+        c->elig[i] = (uint8_t)eligible(c, &d->st[i]);
+        subj[i] = d->st[i].subj, obj[i] = d->st[i].obj;
+    }
+    build_csr(&c->s_off, &c->s_list, ne, subj, c->elig, n);
+    build_csr(&c->o_off, &c->o_list, ne, obj, c->elig, n);
+    free(subj), free(obj);
+    /* Claim nodes: eligible, with a vector (the export's --missing skip). */
+    c->nid = donto_xmalloc((n + 1) * sizeof *c->nid);
+    c->node_claim = donto_xmalloc((n + 1) * sizeof *c->node_claim);
+    for (size_t i = 0; i < n; i++) {
+        c->nid[i] = -1;
+        if (!c->elig[i] || d->st[i].vec < 0) continue;
+        c->nid[i] = (int32_t)c->ncn;
+        c->node_claim[c->ncn++] = (int32_t)i;
+    }
+    if (c->ncn == 0) {
+        rc = donto_seterrc(err, DONTO_E_NOT_FOUND, "no live claim has a vector for model '%s'", o.model);
+        goto out;
+    }
+    /* Entity nodes: named by a claim node, with a vector, in IRI order. */
+    c->eid = donto_xmalloc((ne + 1) * sizeof *c->eid);
+    for (size_t e = 0; e < ne; e++) c->eid[e] = -1;
+    if (d->nevec) {
+        uint8_t *named = donto_xcalloc(ne + 1, 1);
+        for (size_t j = 0; j < c->ncn; j++) {
+            const sx_stmt *t = &d->st[c->node_claim[j]];
+            named[t->subj] = 1;
+            if (t->obj >= 0) named[t->obj] = 1;
+        }
+        c->node_ent = donto_xmalloc((ne + 1) * sizeof *c->node_ent);
+        for (size_t r = 0; r < ne; r++) {
+            int32_t e = c->order[r];
+            if (!named[e] || d->ent_vec[e] < 0) continue;
+            c->eid[e] = (int32_t)(c->ncn + c->nen);
+            c->node_ent[c->nen++] = e;
+        }
+        free(named);
+    }
+    /* Edges: the export's. */
+    for (size_t k = 0; k < d->narg; k++) {
+        const sx_arg *a = &d->arg[k];
+        if (arg_usable(c, a) && arg_known(c, a) && c->nid[a->s] >= 0 && c->nid[a->d] >= 0)
+            add_edge(&g, c->nid[a->s], c->nid[a->d], a->rel);
+    }
+    entity_edges(c, &g);
+    if (c->nen)
+        for (size_t j = 0; j < c->ncn; j++) {
+            const sx_stmt *t = &d->st[c->node_claim[j]];
+            if (c->eid[t->subj] >= 0) add_edge(&g, (int32_t)j, c->eid[t->subj], ET_MENTION);
+            if (t->obj >= 0 && c->eid[t->obj] >= 0) add_edge(&g, (int32_t)j, c->eid[t->obj], ET_MENTION);
+        }
+    /* What changed after since: claims asserted after it; claims naming an entity of a
+     * statement retracted in (since, as_of]; the ends of arguments asserted or retracted
+     * in (since, as_of]. */
+    L->changed = donto_xcalloc(c->ncn + 1, 1);
+    {
+        uint8_t *touched = donto_xcalloc(ne + 1, 1);
+        for (size_t i = 0; i < n; i++) {
+            const sx_stmt *t = &d->st[i];
+            if (t->sheaf || t->until == SX_OPEN || t->until <= since || t->until > o.as_of) continue;
+            L->retracted_since++;
+            touched[t->subj] = 1;
+            if (t->obj >= 0) touched[t->obj] = 1;
+        }
+        for (size_t j = 0; j < c->ncn; j++) {
+            const sx_stmt *t = &d->st[c->node_claim[j]];
+            if (t->from > since || touched[t->subj] || (t->obj >= 0 && touched[t->obj])) L->changed[j] = 1;
+        }
+        for (size_t k = 0; k < d->narg; k++) {
+            const sx_arg *a = &d->arg[k];
+            if (a->sheaf || a->s < 0 || a->d < 0) continue;
+            int moved = (a->from > since && a->from <= o.as_of) ||
+                        (a->until != SX_OPEN && a->until > since && a->until <= o.as_of);
+            if (!moved) continue;
+            if (c->nid[a->s] >= 0) L->changed[c->nid[a->s]] = 1;
+            if (c->nid[a->d] >= 0) L->changed[c->nid[a->d]] = 1;
+        }
+        free(touched);
+        for (size_t j = 0; j < c->ncn; j++) L->nchanged += L->changed[j];
+    }
+    /* Argued claim pairs (any relation, time or context) and identity pairs of entity nodes. */
+    {
+        size_t na = 0;
+        L->argued = donto_xmalloc((2 * d->narg + 2) * sizeof *L->argued);
+        for (size_t k = 0; k < d->narg; k++) {
+            const sx_arg *a = &d->arg[k];
+            if (a->s < 0 || a->d < 0 || c->nid[a->s] < 0 || c->nid[a->d] < 0) continue;
+            L->argued[2 * na] = c->nid[a->s], L->argued[2 * na + 1] = c->nid[a->d], na++;
+        }
+        L->nargued = na;
+        size_t ni = 0, capi = 0;
+        for (size_t i = 0; i < n; i++) {
+            const sx_stmt *t = &d->st[i];
+            if (!t->ident || t->obj < 0 || c->eid[t->subj] < 0 || c->eid[t->obj] < 0) continue;
+            if (ni == capi) L->ident = donto_xrealloc(L->ident, (capi = capi ? 2 * capi : 256) * 2 * sizeof *L->ident);
+            L->ident[2 * ni] = c->eid[t->subj], L->ident[2 * ni + 1] = c->eid[t->obj], ni++;
+        }
+        L->nident = ni;
+    }
+    /* Out: items, features, per-claim ends, edges. */
+    {
+        int dims = d->dims;
+        size_t nn = c->ncn + c->nen;
+        L->nclaims = c->ncn, L->nentities = c->nen;
+        L->item = donto_xmalloc((nn + 1) * sizeof *L->item);
+        L->x = donto_xmalloc((nn * (size_t)dims + 1) * sizeof *L->x);
+        L->subj = donto_xmalloc((c->ncn + 1) * sizeof *L->subj);
+        L->obj = donto_xmalloc((c->ncn + 1) * sizeof *L->obj);
+        for (size_t j = 0; j < c->ncn; j++) {
+            const sx_stmt *t = &d->st[c->node_claim[j]];
+            L->item[j] = donto_xmalloc(37);
+            sx_format_uuid(t->uuid, L->item[j]);
+            memcpy(L->x + j * (size_t)dims, d->vecs + t->vec * dims, (size_t)dims * sizeof *L->x);
+            L->subj[j] = c->eid[t->subj];
+            L->obj[j] = t->obj >= 0 ? c->eid[t->obj] : -1;
+        }
+        for (size_t j = 0; j < c->nen; j++) {
+            int32_t e = c->node_ent[j];
+            L->item[c->ncn + j] = donto_xstrdup(d->ent.s[e]);
+            memcpy(L->x + (c->ncn + j) * (size_t)dims, d->evecs + d->ent_vec[e] * dims, (size_t)dims * sizeof *L->x);
+        }
+        L->nedges = g.n;
+        L->src = donto_xmalloc((g.n + 1) * sizeof *L->src);
+        L->dst = donto_xmalloc((g.n + 1) * sizeof *L->dst);
+        L->etype = donto_xmalloc(g.n + 1);
+        for (size_t k = 0; k < g.n; k++) L->src[k] = g.e[k].u, L->dst[k] = g.e[k].v, L->etype[k] = (uint8_t)g.e[k].type;
+    }
+    progress(c, "live graph built", (int64_t)L->nedges, (int64_t)L->nedges);
+out:
+    L->seconds = donto_now() - t0;
+    free(g.e), ps_free(&g.idx);
+    free(c->elig), free(c->sel), free(c->seed_ent), free(c->rank), free(c->order);
+    free(c->s_off), free(c->s_list), free(c->o_off), free(c->o_list), free(c->a_off), free(c->a_list);
+    free(c->nid), free(c->eid), free(c->node_claim), free(c->node_ent);
+    sx_data_free(&c->d);
+    if (rc) donto_sheafx_live_free(L);
+    return rc;
+}
+
+void donto_sheafx_live_free(donto_sheafx_live *L) {
+    if (!L) return;
+    if (L->item)
+        for (size_t j = 0; j < L->nclaims + L->nentities; j++) free(L->item[j]);
+    free(L->item), free(L->x), free(L->src), free(L->dst), free(L->etype), free(L->subj), free(L->obj);
+    free(L->changed), free(L->argued), free(L->ident);
+    memset(L, 0, sizeof *L);
 }
