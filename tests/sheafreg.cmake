@@ -24,3 +24,12 @@ add_test(NAME sheaf_serve
                  --work ${DONTO_TESTDATA}/sheaf_serve)
 set_tests_properties(sheaf_serve PROPERTIES TIMEOUT 600 LABELS "sheafreg;sheaf;ref;e2e" RESOURCE_LOCK donto_ref_cpu
                      ENVIRONMENT "OMP_NUM_THREADS=1")
+# sheaf_demo: scripts/sheaf-demo end to end (WordNet 3,000 synsets -> the fabric's vectors with
+# the real model -> export -> train NSD -> register through the gate -> activate -> POST
+# /sheaf/infer -> score -> rows in donto_sheaf_score); exit 0 only when the gate passed and rows
+# were written.
+add_test(NAME sheaf_demo
+         COMMAND ${DONTO_PYTHON} ${PROJECT_SOURCE_DIR}/scripts/sheaf-demo --build ${PROJECT_BINARY_DIR}
+                 --python ${DONTO_PYTHON} --model-dir ${PROJECT_SOURCE_DIR}/models/all-MiniLM-L6-v2
+                 --work ${DONTO_TESTDATA}/sheaf_demo)
+set_tests_properties(sheaf_demo PROPERTIES TIMEOUT 900 LABELS "sheafreg;sheaf;ref;e2e" RESOURCE_LOCK donto_ref_cpu)
