@@ -124,6 +124,24 @@ static void *read_loop(void *arg) {
     return NULL;
 }
 
+/* The gate refuses buf (what names the case) with a message containing want. */
+static void refused(const donto_sheaf_check_opts *co, const char *buf, size_t len, const char *what, const char *want) {
+    donto_sheaf_check c;
+    donto_err err = {0};
+    CHECK(donto_sheaf_registry_check(buf, len, co, &c, &err) == -1, "%s accepted", what);
+    CHECK(strstr(err.msg, want) != NULL, "%s: '%s' lacks '%s'", what, err.msg, want);
+    donto_sheaf_check_free(&c);
+}
+
+/* The first tensor value of checkpoint text t, and its length (up to the comma); NULL if none. */
+static char *first_value(char *t, size_t *len) {
+    char *p = strstr(t, "\"data\":[");
+    char *q = p ? p + 8 : NULL, *e = q ? strchr(q, ',') : NULL;
+    if (!e) return NULL;
+    *len = (size_t)(e - q);
+    return q;
+}
+
 static void suite(const char *url, const char *dir) {
     donto_err err = {0};
     donto_store *s = NULL;
@@ -145,41 +163,24 @@ static void suite(const char *url, const char *dir) {
     CHECK(ca && cb && (la != lb || memcmp(ca, cb, la)), "two different checkpoints");
     donto_sheaf_check c;
     donto_sheaf_check_opts co = {NULL, "a.json"};
-    CHECK(donto_sheaf_registry_check(ca, la / 2, &co, &c, &err) == -1, "truncated accepted");
-    CHECK_STR_CONTAINS(err.msg, "not valid JSON");
-    donto_sheaf_check_free(&c);
-    CHECK(donto_sheaf_registry_check("{\"format\":\"x\"}", 14, &co, &c, &err) == -1, "non-checkpoint accepted");
-    CHECK_STR_CONTAINS(err.msg, "not a donto-sheaf checkpoint");
-    donto_sheaf_check_free(&c);
+    refused(&co, ca, la / 2, "truncated", "not valid JSON");
+    refused(&co, "{\"format\":\"x\"}", 14, "a non-checkpoint", "not a donto-sheaf checkpoint");
     char *t = strdup(ca), *p = strstr(t, "\"version\":2");
     CHECK(p != NULL, "version in checkpoint");
     if (p) p[10] = '7';
-    CHECK(donto_sheaf_registry_check(t, la, &co, &c, &err) == -1, "version 7 accepted");
-    CHECK_STR_CONTAINS(err.msg, "version 7");
-    donto_sheaf_check_free(&c);
+    refused(&co, t, la, "version 7", "version 7");
     free(t);
     /* a weight that overflows float32, then a tensor one value short */
     t = strdup(ca);
-    p = strstr(t, "\"data\":[");
-    if (p) {
-        char *q = p + 8, *e = strchr(q, ',');
-        size_t l = (size_t)(e - q);
-        char big[] = "1e39";
-        if (l >= 4) memcpy(q, big, 4), memset(q + 4, ' ', l - 4);
-    }
-    CHECK(donto_sheaf_registry_check(t, la, &co, &c, &err) == -1, "1e39 accepted");
-    CHECK_STR_CONTAINS(err.msg, "not a finite float");
-    donto_sheaf_check_free(&c);
+    size_t l;
+    char *q = first_value(t, &l);
+    if (q && l >= 4) memcpy(q, "1e39", 4), memset(q + 4, ' ', l - 4);
+    refused(&co, t, la, "1e39", "not a finite float");
     free(t);
     t = strdup(ca);
-    p = strstr(t, "\"data\":[");
-    if (p) {
-        char *q = p + 8, *e = strchr(q, ',');
-        memset(q, ' ', (size_t)(e - q) + 1); /* drop the first value and its comma */
-    }
-    CHECK(donto_sheaf_registry_check(t, la, &co, &c, &err) == -1, "short tensor accepted");
-    CHECK_STR_CONTAINS(err.msg, "values, expected");
-    donto_sheaf_check_free(&c);
+    q = first_value(t, &l);
+    if (q) memset(q, ' ', l + 1); /* drop the first value and its comma */
+    refused(&co, t, la, "a short tensor", "values, expected");
     free(t);
     CHECK(donto_sheaf_registry_check(ca, la, &co, &c, &err) == -1, "no reference, no probe: accepted");
     CHECK_STR_CONTAINS(err.msg, "no reference");

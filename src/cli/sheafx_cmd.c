@@ -20,6 +20,7 @@
 #include "donto/models.h"
 #include "donto/opt.h"
 #include "donto/sheaf_export.h"
+#include "sheaf_progress.h"
 
 static int64_t wall_ms(void) {
     struct timespec ts;
@@ -27,23 +28,6 @@ static int64_t wall_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-typedef struct prog {
-    const char *prog;
-    double last;
-    int quiet;
-} prog;
-
-/* Progress on stderr through the log (so it is in the logs too), at most
- * every 2 seconds. */
-static void on_progress(void *vctx, const char *phase, int64_t done, int64_t total) {
-    prog *p = vctx;
-    if (p->quiet) return;
-    double now = donto_now();
-    if (now - p->last < 2.0) return;
-    p->last = now;
-    if (total > 0) DLOG_INFO("%s: %s %lld/%lld", p->prog, phase, (long long)done, (long long)total);
-    else DLOG_INFO("%s: %s %lld", p->prog, phase, (long long)done);
-}
 
 static int open_fail(const char *prog, const char *url, const donto_err *err) {
     if (donto_err_code(err) == DONTO_E_NOT_FOUND)
@@ -119,8 +103,8 @@ int donto_sheaf_export_main(int argc, char **argv) {
     o.rng_seed = (uint64_t)rng;
     o.val_frac = val;
     o.neg_ratio = neg;
-    prog P = {PROG, donto_now(), quiet};
-    o.progress = on_progress;
+    sheaf_progress P = {PROG, donto_now(), quiet};
+    o.progress = sheaf_progress_cb;
     o.ctx = &P;
 
     donto_store *s = NULL;
@@ -219,8 +203,8 @@ int donto_sheaf_gen_main(int argc, char **argv) {
     if (o.until <= o.as_of) return donto_opt_usage_error(&cmd, "--until must be later than --as-of");
     o.statements = n, o.seed = (uint64_t)seed, o.dims = dims, o.clusters = clusters, o.sheaf_frac = sheaf;
     o.model = model, o.truth = truth;
-    prog P = {PROG, donto_now(), quiet};
-    o.progress = on_progress;
+    sheaf_progress P = {PROG, donto_now(), quiet};
+    o.progress = sheaf_progress_cb;
     o.ctx = &P;
     donto_store *s = NULL;
     if (donto_sheafx_open_new(db, &s, &err)) return open_fail(PROG, db, &err);

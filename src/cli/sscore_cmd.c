@@ -18,22 +18,8 @@
 #include "donto/sheaf_export.h"
 #include "donto/sheaf_registry.h"
 #include "donto/sheaf_score.h"
+#include "sheaf_progress.h"
 
-typedef struct prog {
-    double last;
-    int quiet;
-} prog;
-
-/* Progress on stderr through the log, at most every 2 seconds. */
-static void on_progress(void *vctx, const char *phase, int64_t done, int64_t total) {
-    prog *p = vctx;
-    if (p->quiet) return;
-    double now = donto_now();
-    if (now - p->last < 2.0) return;
-    p->last = now;
-    if (total > 0) DLOG_INFO("donto-sheaf score: %s %lld/%lld", phase, (long long)done, (long long)total);
-    else DLOG_INFO("donto-sheaf score: %s %lld", phase, (long long)done);
-}
 
 static const char *const TASKS[] = {"arg_link", "identity", "claim_score", NULL};
 
@@ -88,8 +74,8 @@ int donto_sheaf_score_main(int argc, char **argv) {
     o.hops = hops;
     o.max_nodes = max_nodes;
     o.propose_min = propose;
-    prog P = {donto_now(), quiet};
-    o.progress = on_progress;
+    sheaf_progress P = {PROG, donto_now(), quiet};
+    o.progress = sheaf_progress_cb;
     o.ctx = &P;
     donto_store *s = NULL;
     if (donto_sheafx_open(db, &s, &err)) {

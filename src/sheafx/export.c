@@ -605,6 +605,24 @@ static void entity_edges(const ctx *c, graph *gp) {
     }
 }
 
+/* The graph's edges: arguments known at as_of between claim nodes, the claims that share an
+ * entity (entity_edges), and each claim's mentions of its entity nodes. */
+static void graph_edges(const ctx *c, graph *g) {
+    const sx_data *d = &c->d;
+    for (size_t k = 0; k < d->narg; k++) {
+        const sx_arg *a = &d->arg[k];
+        if (arg_usable(c, a) && arg_known(c, a) && c->nid[a->s] >= 0 && c->nid[a->d] >= 0)
+            add_edge(g, c->nid[a->s], c->nid[a->d], a->rel);
+    }
+    entity_edges(c, g);
+    if (c->nen)
+        for (size_t j = 0; j < c->ncn; j++) {
+            const sx_stmt *t = &d->st[c->node_claim[j]];
+            if (c->eid[t->subj] >= 0) add_edge(g, (int32_t)j, c->eid[t->subj], ET_MENTION);
+            if (t->obj >= 0 && c->eid[t->obj] >= 0) add_edge(g, (int32_t)j, c->eid[t->obj], ET_MENTION);
+        }
+}
+
 static void progress(const ctx *c, const char *phase, int64_t done, int64_t total) {
     if (c->o->progress) c->o->progress(c->o->ctx, phase, done, total);
 }
@@ -835,18 +853,7 @@ int donto_sheafx_export(donto_store *s, const donto_sheafx_opts *o, FILE *out, d
         }
     }
     /* ---- graph edges ---- */
-    for (size_t k = 0; k < d->narg; k++) {
-        const sx_arg *a = &d->arg[k];
-        if (arg_usable(c, a) && arg_known(c, a) && c->nid[a->s] >= 0 && c->nid[a->d] >= 0)
-            add_edge(&g, c->nid[a->s], c->nid[a->d], a->rel);
-    }
-    entity_edges(c, &g);
-    if (c->nen)
-        for (size_t j = 0; j < c->ncn; j++) {
-            const sx_stmt *t = &d->st[c->node_claim[j]];
-            if (c->eid[t->subj] >= 0) add_edge(&g, (int32_t)j, c->eid[t->subj], ET_MENTION);
-            if (t->obj >= 0 && c->eid[t->obj] >= 0) add_edge(&g, (int32_t)j, c->eid[t->obj], ET_MENTION);
-        }
+    graph_edges(c, &g);
     /* No val/test pair is a graph edge, in either direction. */
     if (!(o->unsafe & DONTO_SHEAFX_UNSAFE_KEEP_PAIR_EDGES)) {
         etask *ts[2] = {&arg, &idt};
@@ -1092,18 +1099,7 @@ int donto_sheafx_live_read(donto_store *s, const donto_sheafx_opts *oin, int64_t
         free(named);
     }
     /* Edges: the export's. */
-    for (size_t k = 0; k < d->narg; k++) {
-        const sx_arg *a = &d->arg[k];
-        if (arg_usable(c, a) && arg_known(c, a) && c->nid[a->s] >= 0 && c->nid[a->d] >= 0)
-            add_edge(&g, c->nid[a->s], c->nid[a->d], a->rel);
-    }
-    entity_edges(c, &g);
-    if (c->nen)
-        for (size_t j = 0; j < c->ncn; j++) {
-            const sx_stmt *t = &d->st[c->node_claim[j]];
-            if (c->eid[t->subj] >= 0) add_edge(&g, (int32_t)j, c->eid[t->subj], ET_MENTION);
-            if (t->obj >= 0 && c->eid[t->obj] >= 0) add_edge(&g, (int32_t)j, c->eid[t->obj], ET_MENTION);
-        }
+    graph_edges(c, &g);
     /* What changed after since: claims asserted after it; claims naming an entity of a
      * statement retracted in (since, as_of]; the ends of arguments asserted or retracted
      * in (since, as_of]. */
