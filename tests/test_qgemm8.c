@@ -81,10 +81,7 @@ static void ref_qgemm8(const float *X, int m, int k, int ldx, const float *W, in
             int32_t s = 0;
             for (int c = 0; c < k; c++) s += (int32_t)xq[c] * wq[(size_t)j * k + c];
             float y = fmaf((float)(s - zp * cs[j]), sx * sw[j], bias ? bias[j] : 0.0f);
-            for (int o = 0; o < nout; o++) {
-                float t = x[out[o]] * W[(size_t)j * k + out[o]];
-                y = y + t;
-            }
+            for (int o = 0; o < nout; o++) y = fmaf(x[out[o]], W[(size_t)j * k + out[o]], y);
             R[(size_t)i * ldy + j] = y;
         }
     }

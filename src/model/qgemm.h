@@ -110,8 +110,8 @@ int donto_qweight_get(const donto_qweight *q, int j, int c);
  *   weights:     symmetric per output row over the ordinary channels,
  *                q = rint(w * WMAX / max|w|), 0 in the outlier channels
  *   result:      y = float(acc - zp * colsum[j]) * (sx * sw[j]) + bias[j],
- *                then y = y + x[o] * w[j, o] for each outlier channel o in
- *                list order (one multiply, one add each)
+ *                then y = fma(x[o], w[j, o], y) for each outlier channel o
+ *                in list order
  *   kernel:      AVX2 vpmaddubsw (u8 x s8 -> s16 pairs) + vpmaddwd(1) +
  *                vpaddd, 6 x 16 tile; AVX-VNNI / AVX-512 VNNI vpdpbusd ymm
  *                (VEX / EVEX); avx512 (no VNNI) runs the AVX2 kernel.

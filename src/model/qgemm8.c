@@ -240,29 +240,11 @@ Q8_AVX2 static float q8_quant_row_avx2(const float *x, const float *keep, int k,
 }
 #endif
 
-/* ---- the outlier channels (shared by every set) ------------------------- */
-
-/* Y[i, j0 + c] += X[i, o] * w[o][j0 + c] for each outlier o in order. */
-static void q8_outliers(const float *X, size_t ldx, const donto_qweight8 *W, float *Y, size_t ldy, int i0, int i1,
-                        int j0, int nc) {
-    const size_t npad = (size_t)W->npanels * Q8_NR;
-    for (int i = i0; i < i1; i++) {
-        float *y = Y + (size_t)i * ldy + j0;
-        for (int o = 0; o < W->nout; o++) {
-            const float xo = X[(size_t)i * ldx + W->out_idx[o]];
-            const float *w = W->out_w + (size_t)o * npad + j0;
-            for (int c = 0; c < nc; c++) {
-                const float t = xo * w[c];
-                y[c] = y[c] + t;
-            }
-        }
-    }
-}
-
 /* ---- portable path ---------------------------------------------------------- */
 
-static void q8_tile_portable(const uint8_t *A, size_t lda, const float *sx, const int32_t *zp,
-                             const donto_qweight8 *W, const float *bias, float *Y, size_t ldy, int i0, int i1) {
+static void q8_tile_portable(const float *X, size_t ldx, const uint8_t *A, size_t lda, const float *sx,
+                             const int32_t *zp, const donto_qweight8 *W, const float *bias, float *Y, size_t ldy,
+                             int i0, int i1) {
     const int kq = W->kquads;
     for (int i = i0; i < i1; i++) {
         const uint8_t *a = A + (size_t)i * lda;
@@ -276,9 +258,14 @@ static void q8_tile_portable(const uint8_t *A, size_t lda, const float *sx, cons
                     s[c] += x0 * b[4 * c] + x1 * b[4 * c + 1] + x2 * b[4 * c + 2] + x3 * b[4 * c + 3];
             }
             const int j0 = p * Q8_NR, nc = W->n - j0 < Q8_NR ? W->n - j0 : Q8_NR;
-            for (int c = 0; c < nc; c++)
-                Y[(size_t)i * ldy + j0 + c] = fmaf((float)(s[c] - zp[i] * W->colsum[j0 + c]), sx[i] * W->scale[j0 + c],
-                                                   bias ? bias[j0 + c] : 0.0f);
+            const size_t npad = (size_t)W->npanels * Q8_NR;
+            for (int c = 0; c < nc; c++) {
+                float y = fmaf((float)(s[c] - zp[i] * W->colsum[j0 + c]), sx[i] * W->scale[j0 + c],
+                               bias ? bias[j0 + c] : 0.0f);
+                for (int o = 0; o < W->nout; o++)
+                    y = fmaf(X[(size_t)i * ldx + W->out_idx[o]], W->out_w[(size_t)o * npad + j0 + c], y);
+                Y[(size_t)i * ldy + j0 + c] = y;
+            }
         }
     }
 }
@@ -420,7 +407,8 @@ static const q8_block_fn q8_blocks_avx512vnni[Q8_MR + 1] = {NULL,
 /* Epilogue: y = float(acc - zp * colsum) * (sx * sw) + bias, ncols <= 16. */
 Q8_AVX2 static void q8_store(int MR, int32_t acc[Q8_MR][Q8_NR], const float *sx, const int32_t *zp,
                              const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y,
-                             size_t ldy) {
+                             size_t ldy, const float *x, size_t ldx, const donto_qweight8 *W, int j0) {
+    const size_t npad = (size_t)W->npanels * Q8_NR;
     const __m256 sw0 = _mm256_load_ps(sw), sw1 = _mm256_load_ps(sw + 8);
     const __m256i cs0 = _mm256_load_si256((const __m256i *)colsum), cs1 = _mm256_load_si256((const __m256i *)(colsum + 8));
     __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
@@ -436,8 +424,15 @@ Q8_AVX2 static void q8_store(int MR, int32_t acc[Q8_MR][Q8_NR], const float *sx,
         const __m256i a0 = _mm256_sub_epi32(_mm256_load_si256((const __m256i *)acc[i]), _mm256_mullo_epi32(z, cs0));
         const __m256i a1 =
             _mm256_sub_epi32(_mm256_load_si256((const __m256i *)(acc[i] + 8)), _mm256_mullo_epi32(z, cs1));
-        const __m256 y0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0), _mm256_mul_ps(s, sw0), b0);
-        const __m256 y1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_mul_ps(s, sw1), b1);
+        __m256 y0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0), _mm256_mul_ps(s, sw0), b0);
+        __m256 y1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_mul_ps(s, sw1), b1);
+        /* the outlier channels, fp32, one FMA each in list order */
+        for (int o = 0; o < W->nout; o++) {
+            const __m256 xo = _mm256_set1_ps(x[(size_t)i * ldx + W->out_idx[o]]);
+            const float *wo = W->out_w + (size_t)o * npad + j0;
+            y0 = _mm256_fmadd_ps(xo, _mm256_load_ps(wo), y0);
+            y1 = _mm256_fmadd_ps(xo, _mm256_load_ps(wo + 8), y1);
+        }
         float *yr = y + (size_t)i * ldy;
         if (ncols == Q8_NR) {
             _mm256_storeu_ps(yr, y0);
@@ -453,7 +448,8 @@ Q8_AVX2 static void q8_store(int MR, int32_t acc[Q8_MR][Q8_NR], const float *sx,
 
 /* One task: rows [i0, i1) x panels [p0, p1); per panel the 6-row
  * micro-tiles run over all of k (the panel, k x 16 bytes, stays in L1). */
-Q8_AVX2 static void q8_tile_ymm(const q8_block_fn *blocks, const uint8_t *A, size_t lda, const float *sx,
+Q8_AVX2 static void q8_tile_ymm(const q8_block_fn *blocks, const float *X, size_t ldx, const uint8_t *A,
+                                size_t lda, const float *sx,
                                 const int32_t *zp, const donto_qweight8 *W, const float *bias, float *Y, size_t ldy,
                                 int i0, int i1, int p0, int p1) {
     _Alignas(32) int32_t acc[Q8_MR][Q8_NR];
@@ -469,7 +465,7 @@ Q8_AVX2 static void q8_tile_ymm(const q8_block_fn *blocks, const uint8_t *A, siz
             const int r = i1 - i < Q8_MR ? i1 - i : Q8_MR;
             blocks[r](A + (size_t)i * lda, lda, bp, kq, acc);
             q8_store(r, acc, sx + i, zp + i, W->colsum + j0, W->scale + j0, bias ? bias + j0 : NULL, nc,
-                     Y + (size_t)i * ldy + j0, ldy);
+                     Y + (size_t)i * ldy + j0, ldy, X + (size_t)i * ldx, ldx, W, j0);
         }
     }
 }
@@ -519,14 +515,11 @@ void donto_qgemm8_isa(const float *X, int m, int k, int ldx, const donto_qweight
             const int p0 = simd ? tj * Q8_NTP : 0;
             const int p1 = simd && p0 + Q8_NTP < npanels ? p0 + Q8_NTP : npanels;
 #ifdef Q8_X86
-            if (simd) q8_tile_ymm(blocks, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
+            if (simd) q8_tile_ymm(blocks, X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
             else
 #endif
-                q8_tile_portable(A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1); /* every panel */
-            if (W->nout) {
-                const int j0 = p0 * Q8_NR, j1 = p1 * Q8_NR < n ? p1 * Q8_NR : n;
-                q8_outliers(X, (size_t)ldx, W, Y, (size_t)ldy, i0, i1, j0, j1 - j0);
-            }
+                q8_tile_portable(X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1); /* every panel */
+            (void)p0, (void)p1;
         }
     }
 }
