@@ -99,7 +99,7 @@ static void top_channels(const float *a, int k, int *out, int nout) {
 }
 
 int bert_quant_init8(bert_quant **out, const donto_bert_weights *w, donto_isa isa, const int32_t *ids,
-                     const int *off, int nseq, int nout, donto_err *err) {
+                     const int *off, int nseq, int nout, unsigned keep16, donto_err *err) {
     const donto_bert_config *c = &w->cfg;
     const int H = c->hidden, FF = c->intermediate, L = c->layers;
     *out = NULL;
@@ -128,6 +128,7 @@ int bert_quant_init8(bert_quant **out, const donto_bert_weights *w, donto_isa is
     bert_quant *q = donto_xcalloc(1, sizeof *q);
     q->layers = L, q->hidden = H, q->inter = FF, q->isa = isa, q->bits = 8;
     q->w8 = donto_xcalloc((size_t)L, sizeof *q->w8);
+    q->w = donto_xcalloc((size_t)L, sizeof *q->w);
     q->bias = donto_xcalloc((size_t)L, sizeof *q->bias);
     int chans[DONTO_QGEMM8_MAXOUT];
     for (int l = 0; l < L && !rc; l++) {
@@ -137,6 +138,11 @@ int bert_quant_init8(bert_quant **out, const donto_bert_weights *w, donto_isa is
         q->bias[l][0] = Ly->qkv_b, q->bias[l][1] = Ly->attn_out_b;
         q->bias[l][2] = Ly->ffn_in_b, q->bias[l][3] = Ly->ffn_out_b;
         for (int i = 0; i < 4 && !rc; i++) {
+            if (keep16 >> i & 1) {
+                if (donto_qweight_init(&q->w[l][i], wm[i], n[i], k[i], err))
+                    rc = donto_preerr(err, "quantizing layer %d (int16)", l);
+                continue;
+            }
             top_channels(cc.amax[l * 4 + i], k[i], chans, nout);
             if (donto_qweight8_init(&q->w8[l][i], wm[i], n[i], k[i], chans, nout, err))
                 rc = donto_preerr(err, "quantizing layer %d (int8)", l);
@@ -156,6 +162,12 @@ static void q_gemm8(const void *ctx, int l, int which, const float *X, int m, fl
                     void *scratch) {
     const bert_quant *q = ctx;
     const donto_qweight8 *W = &q->w8[l][which];
+    if (!W->packed) { /* kept at int16 */
+        const donto_qweight *W16 = &q->w[l][which];
+        donto_qgemm_isa(X, m, W16->k, W16->k, W16, add_bias ? q->bias[l][which] : NULL, Y, W16->n, scratch, 1,
+                        q->isa);
+        return;
+    }
     donto_qgemm8_isa(X, m, W->k, W->k, W, add_bias ? q->bias[l][which] : NULL, Y, W->n, scratch, 1, q->isa);
 }
 
@@ -169,7 +181,10 @@ static void q_gemm(const void *ctx, int l, int which, const float *X, int m, flo
 static size_t q_scratch(const void *ctx, int m) {
     const bert_quant *q = ctx;
     int kmax = q->inter > q->hidden ? q->inter : q->hidden;
-    return q->bits == 8 ? donto_qgemm8_scratch_size(m, kmax) : donto_qgemm_scratch_size(m, kmax);
+    const size_t s16 = donto_qgemm_scratch_size(m, kmax);
+    if (q->bits != 8) return s16;
+    const size_t s8 = donto_qgemm8_scratch_size(m, kmax);
+    return s8 > s16 ? s8 : s16;
 }
 
 void bert_quant_ops(bert_linear_ops *ops, const bert_quant *q) {

@@ -21,10 +21,12 @@ int bert_quant_init(bert_quant **out, const donto_bert_weights *w, donto_isa isa
 /* The int8 path (--precision int8, qgemm.h "int8 path"): runs the fp32
  * forward once over the calibration batch ids/off (nseq sequences, packed)
  * to find, for every Linear, the nout input channels with the largest
- * max |x|; those stay fp32, the rest go through the int8 GEMM. */
+ * max |x|; those stay fp32, the rest go through the int8 GEMM.  keep16:
+ * bit i set keeps matrix i of every layer (0 qkv, 1 attn_out, 2 ffn_in,
+ * 3 ffn_out) on the int16 GEMM instead. */
 #define DONTO_INT8_NOUT 8 /* default outlier channels per Linear */
 int bert_quant_init8(bert_quant **out, const donto_bert_weights *w, donto_isa isa, const int32_t *ids,
-                     const int *off, int nseq, int nout, donto_err *err);
+                     const int *off, int nseq, int nout, unsigned keep16, donto_err *err);
 void bert_quant_free(bert_quant *q);
 void bert_quant_ops(bert_linear_ops *ops, const bert_quant *q);
 /* The GEMM kernel it runs, for logs ("int16 vpmaddwd ymm 6x16"). */
