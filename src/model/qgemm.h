@@ -119,8 +119,10 @@ int donto_qweight_get(const donto_qweight *q, int j, int c);
  * 32768, hence XMAX 255 with WMAX 64 (2 * 255 * 64 = 32640).  The int32
  * sums are exact for k <= DONTO_QGEMM8_KMAX (k * 255 * 64 * 2 < 2^31,
  * with the zero-point term), so every kernel set gives the same bits. */
+#ifndef DONTO_QGEMM8_XMAX /* overridable only for accuracy experiments */
 #define DONTO_QGEMM8_XMAX 255
 #define DONTO_QGEMM8_WMAX 64
+#endif
 #define DONTO_QGEMM8_MAXOUT 32
 #define DONTO_QGEMM8_KMAX 32768
 
