@@ -15,7 +15,7 @@
  *
  * AVX2 has no saturation-free u8 x s8 product at full range: vpmaddubsw
  * adds two u8 x s8 products into a saturating s16, so 2 * XMAX * WMAX must
- * stay below 32768 (255 x 64 here).  vpmaddwd with ones widens the pairs to
+ * stay below 32768 (127 x 127 here: u7 x s8).  vpmaddwd with ones widens the pairs to
  * int32 and vpaddd accumulates.  VNNI's vpdpbusd does all three in one
  * instruction without saturation; on the same grids it gives the same
  * integers.
