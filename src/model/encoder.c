@@ -461,6 +461,10 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
         goto fail;
     }
     if (open_device(e, err)) goto fail;
+    /* Parallelism is ours (OpenMP over row blocks); each BLAS call is one
+     * block and must not spawn threads of its own (int8's calibration
+     * forward, below, already calls it). */
+    openblas_set_num_threads(1);
     if (e->o.precision == DONTO_PREC_INT16 || e->o.precision == DONTO_PREC_INT8) {
         if (e->o.precision == DONTO_PREC_INT8 ? calibrate_int8(e, err)
                                               : bert_quant_init(&e->quant, e->w, e->isa, err))
@@ -476,9 +480,6 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
     /* OpenBLAS runs the fp32 GEMMs and attention's: say once if its
      * kernels are older than the CPU. */
     if (e->o.device == DONTO_DEVICE_CPU) pthread_once(&g_blas_once, blas_probe);
-    /* Parallelism is ours (OpenMP over row blocks); each BLAS call is one
-     * block and must not spawn threads of its own. */
-    openblas_set_num_threads(1);
     *out = e;
     return 0;
 fail:
