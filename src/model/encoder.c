@@ -230,10 +230,11 @@ static int calibrate_int8(donto_encoder *e, donto_err *err) {
     int32_t *ids = donto_xcalloc((size_t)nt * maxl, sizeof *ids);
     int off[sizeof int8_calib_texts / sizeof *int8_calib_texts + 1];
     off[0] = 0;
+    int ns = 0; /* sequences kept (a text the tokenizer refuses is left out) */
     for (int i = 0; i < nt; i++) {
         int lim = e->o.max_len < maxl ? e->o.max_len : maxl;
-        int n = donto_tokenizer_encode(e->tok, int8_calib_texts[i], strlen(int8_calib_texts[i]), ids + off[i], lim);
-        off[i + 1] = off[i] + (n > 0 ? n : 0);
+        int n = donto_tokenizer_encode(e->tok, int8_calib_texts[i], strlen(int8_calib_texts[i]), ids + off[ns], lim);
+        if (n > 0) off[ns + 1] = off[ns] + n, ns++;
     }
     /* DONTO_INT8_OUTLIERS: outlier channels per Linear (for experiments). */
     int nout = DONTO_INT8_NOUT;
@@ -242,7 +243,7 @@ static int calibrate_int8(donto_encoder *e, donto_err *err) {
     /* DONTO_INT8_KEEP16: bitmask of the matrices kept at int16 (experiments). */
     unsigned keep16 = 0;
     if ((env = getenv("DONTO_INT8_KEEP16")) && *env) keep16 = (unsigned)strtoul(env, NULL, 0);
-    int rc = bert_quant_init8(&e->quant, e->w, e->isa, ids, off, nt, nout, keep16, err);
+    int rc = bert_quant_init8(&e->quant, e->w, e->isa, ids, off, ns, nout, keep16, err);
     free(ids);
     return rc;
 }
