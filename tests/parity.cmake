@@ -6,6 +6,10 @@
 #   parity_bge_random_fp32   bge-small-en-v1.5 config (12 layers, CLS) with seeded random weights
 #   parity_*_int16           the integer fast path (--precision int16), gate cosine >= 0.999
 #   parity_*_bf16            bf16 on the CPU (--precision bf16), gate cosine >= 0.999
+#   parity_minilm_int8       the int8 path (--precision int8): NOT at the 0.999 gate; it asserts
+#                            what the path reaches (min cosine 0.99834 measured on these texts,
+#                            0.99777 on the whole corpus; docs/engine.md "int8"), so a
+#                            regression still fails
 #   parity_st_minilm         all-MiniLM-L6-v2 as published vs sentence-transformers (its 256-token limit)
 #
 # References are cached in ${DONTO_TESTDATA}/refcache keyed by model files + texts, so a
@@ -59,10 +63,11 @@ donto_parity_test(parity_bge_random_int16 ${DONTO_BGE_RANDOM} int16 0.999 1)
 # bf16 on the CPU (bf16 values on fp32 units, src/model/bf16.h): the same 0.999 gate
 donto_parity_test(parity_minilm_bf16 ${DONTO_MINILM} bf16 0.999 1)
 donto_parity_test(parity_bge_random_bf16 ${DONTO_BGE_RANDOM} bf16 0.999 1)
+donto_parity_test(parity_minilm_int8 ${DONTO_MINILM} int8 0.9975 1)
 
 set_tests_properties(parity_bge_random_fp32 parity_bge_random_int16 parity_bge_random_bf16 PROPERTIES
                      FIXTURES_REQUIRED "donto_corpus;bge_random")
-set_tests_properties(parity_minilm_int16 PROPERTIES DEPENDS parity_minilm_fp32)
+set_tests_properties(parity_minilm_int16 parity_minilm_int8 PROPERTIES DEPENDS parity_minilm_fp32)
 set_tests_properties(parity_bge_random_int16 PROPERTIES DEPENDS parity_bge_random_fp32)
 set_tests_properties(parity_minilm_bf16 PROPERTIES DEPENDS parity_minilm_fp32)
 set_tests_properties(parity_bge_random_bf16 PROPERTIES DEPENDS parity_bge_random_fp32)

@@ -248,8 +248,8 @@ static void test_encoder(void) {
     }
 }
 
-/* Every kernel set this CPU runs, at both precisions: the SIMD sets give
- * the same bits as each other (the same AVX2 loops; int16 GEMMs
+/* Every kernel set this CPU runs, at each CPU precision: the SIMD sets give
+ * the same bits as each other (the same AVX2 loops; int16 and int8 GEMMs
  * bit-identical by construction), portable agrees to rounding; a set the
  * CPU lacks is refused at open with what it needs and what the CPU has. */
 static void test_isa(void) {
@@ -261,7 +261,9 @@ static void test_isa(void) {
     sp.hidden = 64, sp.heads = 2, sp.inter = 128; /* D = 32: the attention loops' unrolled head size */
     const char *d = mkmodel("enc_isa", &sp);
     float *fp32_ref = NULL; /* portable fp32, against which bf16 is gated */
-    for (int prec = DONTO_PREC_FP32; prec <= DONTO_PREC_BF16; prec++) {
+    static const int precs[] = {DONTO_PREC_FP32, DONTO_PREC_INT16, DONTO_PREC_BF16, DONTO_PREC_INT8};
+    for (size_t pi = 0; pi < sizeof precs / sizeof *precs; pi++) {
+        const int prec = precs[pi];
         float *ref = NULL, *simd = NULL;
         const int H = sp.hidden;
         for (int s = DONTO_ISA_PORTABLE; s < DONTO_ISA_N; s++) {
@@ -289,7 +291,10 @@ static void test_isa(void) {
             donto_encoder_kernels_get(enc, &k);
             CHECK(!strcmp(k.isa, donto_isa_name((donto_isa)s)), "kernels isa %s for %s", k.isa,
                   donto_isa_name((donto_isa)s));
-            CHECK(strstr(k.gemm, prec == DONTO_PREC_INT16 ? "int16" : prec == DONTO_PREC_BF16 ? "bf16" : "openblas") != NULL,
+            CHECK(strstr(k.gemm, prec == DONTO_PREC_INT16  ? "int16"
+                                 : prec == DONTO_PREC_BF16 ? "bf16"
+                                 : prec == DONTO_PREC_INT8 ? "int8"
+                                                           : "openblas") != NULL,
                   "gemm %s", k.gemm);
             CHECK(k.blas_core[0] != 0 && strstr(k.summary, k.isa) != NULL, "summary %s", k.summary);
             float *v = calloc((size_t)n * H, 4);

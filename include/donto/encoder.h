@@ -33,6 +33,8 @@ typedef enum {
     DONTO_PREC_INT16 = 1, /* fast path: 12-bit weights x 13-bit per-row activations in int16 lanes (AVX2 vpmaddwd) */
     DONTO_PREC_BF16 = 2,  /* bf16 weights and activations, fp32 accumulation: CUDA tensor cores; on the
                              CPU OpenBLAS sbgemm (fast only with AVX-512 BF16; src/model/bf16.h) */
+    DONTO_PREC_INT8 = 3,  /* CPU: u8 per-row activations x s8 weights (AVX2 vpmaddubsw), calibrated outlier
+                             channels in fp32; below the 0.999 cosine gate on MiniLM (docs/engine.md) */
 } donto_precision;
 
 /* Where the forward pass runs. DONTO_DEVICE_CUDA needs a build with
@@ -118,7 +120,7 @@ int donto_encoder_encode_ids(donto_encoder *enc, const int32_t *const *ids, cons
  * as choices): donto_precision_names[DONTO_PREC_INT16] is "int16". */
 extern const char *const donto_precision_names[];
 extern const char *const donto_device_names[];
-/* "fp32" / "int16" / "bf16" -> precision; -1 when unknown. */
+/* "fp32" / "int16" / "bf16" / "int8" -> precision; -1 when unknown. */
 int donto_precision_parse(const char *s);
 const char *donto_precision_name(donto_precision p);
 /* "cpu" / "cuda" -> device; -1 when unknown. */

@@ -69,7 +69,7 @@ int donto_work_cmd(int argc, char **argv) {
         {DONTO_OPT_INT, "threads", 0, &threads, .min = 0, .max = 4096, .metavar = "N",
          .help = "encoder threads (default all CPUs)"},
         {DONTO_OPT_CHOICE, "precision", 0, &prec, .choices = donto_precision_names, .metavar = "P",
-         .help = "fp32 (default on the CPU) | int16 | bf16 (default on cuda)"},
+         .help = "fp32 (default on the CPU) | int16 | bf16 (default on cuda) | int8 (experimental)"},
         {DONTO_OPT_CHOICE, "device", 0, &dev, .choices = donto_device_names, .metavar = "D",
          .help = "cpu (default) | cuda; EMBED_CUDA=1 means cuda"},
         {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto", .env = "EMBED_ISA",

@@ -83,7 +83,8 @@ int donto_cuda_built(void) {
 
 const char *const donto_device_names[] = {[DONTO_DEVICE_CPU] = "cpu", [DONTO_DEVICE_CUDA] = "cuda", NULL};
 const char *const donto_precision_names[] = {
-    [DONTO_PREC_FP32] = "fp32", [DONTO_PREC_INT16] = "int16", [DONTO_PREC_BF16] = "bf16", NULL};
+    [DONTO_PREC_FP32] = "fp32", [DONTO_PREC_INT16] = "int16", [DONTO_PREC_BF16] = "bf16",
+    [DONTO_PREC_INT8] = "int8", NULL};
 
 /* The index of s in a NULL-terminated name table, or -1. */
 static int name_index(const char *const *names, const char *s) {
@@ -105,7 +106,7 @@ void donto_encoder_default_opts(donto_encoder_opts *o) {
 int donto_precision_parse(const char *s) { return name_index(donto_precision_names, s); }
 
 const char *donto_precision_name(donto_precision p) {
-    return p == DONTO_PREC_INT16 ? "int16" : p == DONTO_PREC_BF16 ? "bf16" : "fp32";
+    return p == DONTO_PREC_INT16 ? "int16" : p == DONTO_PREC_BF16 ? "bf16" : p == DONTO_PREC_INT8 ? "int8" : "fp32";
 }
 
 /* ---- kernel sets ---------------------------------------------------------- */
@@ -207,6 +208,58 @@ void donto_encoder_kernels_get(const donto_encoder *e, donto_encoder_kernels *ou
     }
 }
 
+/* Calibration texts of the int8 path (general English, not from any test
+ * set): their fp32 forward picks each Linear's outlier input channels. */
+static const char *const int8_calib_texts[] = {
+    "The committee approved the budget after a long debate about school funding.",
+    "A river delta forms where sediment carried by the water settles near the coast.",
+    "Press the reset button for five seconds, then wait until the light turns green.",
+    "She translated the letter from Portuguese, keeping the writer's informal tone.",
+    "Photosynthesis converts light energy into chemical energy stored in glucose.",
+    "The defendant's lawyer argued that the contract had never been signed.",
+    "Prices rose 3.2% in March, driven mostly by energy and food costs.",
+    "bank - a financial institution that accepts deposits and makes loans",
+    "oak, oak tree - is a kind of - tree",
+    "violin, fiddle - is a part of - string section",
+    "How do I convert a CSV file to JSON without losing the column types?",
+    "The patient reported mild headaches and trouble sleeping for two weeks.",
+    "In 1969 the first crewed landing on the Moon was broadcast around the world.",
+    "def add(a, b): return a + b  # returns the sum of two numbers",
+    "Our hotel was close to the station, but the rooms were small and noisy.",
+    "Enzymes lower the activation energy of reactions without being consumed.",
+    "The striker scored twice in the second half to win the match 3-1.",
+    "Light travels at about 300,000 kilometres per second in a vacuum.",
+    "Remember to water the tomatoes every morning during the dry season.",
+    "The algorithm sorts the list in O(n log n) time using a divide and conquer strategy.",
+    "Rain is expected tomorrow, with strong winds along the northern coast.",
+    "He apologised for the delay and promised to send the report on Monday.",
+    "Mitochondria are often called the powerhouse of the cell.",
+    "The museum's new wing displays sculpture from West Africa and the Pacific.",
+};
+
+static int calibrate_int8(donto_encoder *e, donto_err *err) {
+    const int nt = (int)(sizeof int8_calib_texts / sizeof *int8_calib_texts), maxl = 128;
+    int32_t *ids = donto_xcalloc((size_t)nt * maxl, sizeof *ids);
+    int off[sizeof int8_calib_texts / sizeof *int8_calib_texts + 1];
+    off[0] = 0;
+    int ns = 0; /* sequences kept (a text the tokenizer refuses is left out) */
+    for (int i = 0; i < nt; i++) {
+        int lim = e->o.max_len < maxl ? e->o.max_len : maxl;
+        int n = donto_tokenizer_encode(e->tok, int8_calib_texts[i], strlen(int8_calib_texts[i]), ids + off[ns], lim);
+        if (n > 0) off[ns + 1] = off[ns] + n, ns++;
+    }
+    /* DONTO_INT8_OUTLIERS: outlier channels per Linear (for experiments). */
+    int nout = DONTO_INT8_NOUT;
+    const char *env = getenv("DONTO_INT8_OUTLIERS");
+    if (env && *env) nout = atoi(env);
+    /* DONTO_INT8_KEEP16: bitmask of the matrices kept at int16 (experiments). */
+    unsigned keep16 = 0;
+    if ((env = getenv("DONTO_INT8_KEEP16")) && *env) keep16 = (unsigned)strtoul(env, NULL, 0);
+    int rc = bert_quant_init8(&e->quant, e->w, e->isa, ids, off, ns, nout, keep16, err);
+    free(ids);
+    return rc;
+}
+
 /* Device half of open: check the device/precision pair, attach the GPU
  * engines (the CPU engine is made per call). */
 static int open_device(donto_encoder *e, donto_err *err) {
@@ -214,8 +267,9 @@ static int open_device(donto_encoder *e, donto_err *err) {
         return 0;
     }
     if (e->o.device != DONTO_DEVICE_CUDA) return donto_seterr(err, "unknown device %d", (int)e->o.device);
-    if (e->o.precision == DONTO_PREC_INT16)
-        return donto_seterr(err, "precision int16 is a CPU path; on --device cuda use bf16 or fp32");
+    if (e->o.precision == DONTO_PREC_INT16 || e->o.precision == DONTO_PREC_INT8)
+        return donto_seterr(err, "precision %s is a CPU path; on --device cuda use bf16 or fp32",
+                            donto_precision_name(e->o.precision));
 #ifdef DONTO_HAVE_CUDA
     /* gpu -1: every visible GPU, one engine each; encode splits its texts. */
     int first = e->o.gpu, count = 1;
@@ -417,12 +471,18 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
         goto fail;
     }
     if (open_device(e, err)) goto fail;
-    if (e->o.precision == DONTO_PREC_INT16) {
-        if (bert_quant_init(&e->quant, e->w, e->isa, err)) goto fail;
+    /* Parallelism is ours (OpenMP over row blocks); each BLAS call is one
+     * block and must not spawn threads of its own (int8's calibration
+     * forward, below, already calls it). */
+    openblas_set_num_threads(1);
+    if (e->o.precision == DONTO_PREC_INT16 || e->o.precision == DONTO_PREC_INT8) {
+        if (e->o.precision == DONTO_PREC_INT8 ? calibrate_int8(e, err)
+                                              : bert_quant_init(&e->quant, e->w, e->isa, err))
+            goto fail;
         bert_quant_ops(&e->ops, e->quant);
         if (e->isa == DONTO_ISA_PORTABLE && e->o.device == DONTO_DEVICE_CPU)
-            DLOG_WARN("precision int16 on the portable kernel set (plain C) is much slower than fp32 "
-                      "(OpenBLAS): use --precision fp32 on this CPU");
+            DLOG_WARN("precision %s on the portable kernel set (plain C) is much slower than fp32 "
+                      "(OpenBLAS): use --precision fp32 on this CPU", donto_precision_name(e->o.precision));
     } else if (e->o.precision == DONTO_PREC_BF16 && e->o.device == DONTO_DEVICE_CPU) {
         if (bert_bf16_init(&e->bf16, e->w, err)) goto fail;
         bert_bf16_ops(&e->ops, e->bf16);
@@ -436,9 +496,6 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
     /* OpenBLAS runs the fp32 GEMMs and attention's: say once if its
      * kernels are older than the CPU. */
     if (e->o.device == DONTO_DEVICE_CPU) pthread_once(&g_blas_once, blas_probe);
-    /* Parallelism is ours (OpenMP over row blocks); each BLAS call is one
-     * block and must not spawn threads of its own. */
-    openblas_set_num_threads(1);
     *out = e;
     return 0;
 fail:

@@ -96,4 +96,64 @@ void donto_qgemm_portable(const float *X, int m, int k, int ldx, const donto_qwe
  * q->scale[j]). */
 int donto_qweight_get(const donto_qweight *q, int j, int c);
 
+/* ---- int8 path (--precision int8) ---------------------------------------
+ *
+ *   Y[m, n] = X[m, k] * W^T + bias,   X split by input channel:
+ *     ordinary channels: u8 activations x s8 weights, exact int32 sums
+ *     outlier channels (a fixed list per weight, <= DONTO_QGEMM8_MAXOUT,
+ *       chosen from calibration): fp32, added after the integer part
+ *
+ * Scheme (the measurements that chose it are in qgemm8.c's header):
+ *   activations: asymmetric per row over the ordinary channels (7 bits),
+ *                q = clamp(rint(x * XMAX / (hi - lo)) + zp, 0, XMAX),
+ *                lo = min(0, min x), hi = max(0, max x), zp = rint(-lo * inv)
+ *   weights:     symmetric per output row over the ordinary channels,
+ *                q = rint(w * WMAX / max|w|), 0 in the outlier channels
+ *   result:      y = float(acc - zp * colsum[j]) * (sx * sw[j]) + bias[j],
+ *                then y = fma(x[o], w[j, o], y) for each outlier channel o
+ *                in list order
+ *   kernel:      AVX2 vpmaddubsw (u8 x s8 -> s16 pairs) + vpmaddwd(1) +
+ *                vpaddd, 6 x 16 tile; AVX-VNNI / AVX-512 VNNI vpdpbusd ymm
+ *                (VEX / EVEX); avx512 (no VNNI) runs the AVX2 kernel.
+ * vpmaddubsw saturates its s16 pair sums: 2 * XMAX * WMAX must stay below
+ * 32768: u7 x s8 (2 * 127 * 127 = 32258) measured better than u8 x s7
+ * (2 * 255 * 64 = 32640) once the outlier channels are out (min cosine
+ * 0.99834 vs 0.99802 on MiniLM, docs/engine.md).  The int32 sums are exact
+ * for k <= DONTO_QGEMM8_KMAX (k * 127 * 127 * 2 < 2^31, with the
+ * zero-point term), so every kernel set gives the same bits. */
+#ifndef DONTO_QGEMM8_XMAX /* overridable only for accuracy experiments */
+#define DONTO_QGEMM8_XMAX 127
+#define DONTO_QGEMM8_WMAX 127
+#endif
+#define DONTO_QGEMM8_MAXOUT 32
+#define DONTO_QGEMM8_KMAX 32768
+
+typedef struct donto_qweight8 {
+    int n, k;
+    int kquads;      /* ceil(k / 4) */
+    int npanels;     /* ceil(n / 16) */
+    int8_t *packed;  /* [npanels][kquads][16 cols][4], zero padded; 64-byte aligned */
+    float *scale;    /* [npanels * 16] per output row dequant scale (0 in padding) */
+    int32_t *colsum; /* [npanels * 16] sum of the row's quantized weights */
+    float *keep;     /* [k] 1 for an ordinary channel, 0 for an outlier one */
+    int nout;
+    int *out_idx;    /* [nout] outlier input channels */
+    float *out_w;    /* [nout][npanels * 16] their fp32 weights (0 in padding) */
+} donto_qweight8;
+
+/* Quantize and pack W (row-major [n, k], finite) with input channels
+ * outliers[0..nout) (distinct, < k; nout <= DONTO_QGEMM8_MAXOUT) kept fp32.
+ * Returns 0, or -1 with err set; on failure *q is zeroed. */
+int donto_qweight8_init(donto_qweight8 *q, const float *W, int n, int k, const int *outliers, int nout,
+                        donto_err *err);
+void donto_qweight8_free(donto_qweight8 *q);
+size_t donto_qgemm8_scratch_size(int m, int k);
+/* As donto_qgemm_isa, on the int8 path; every set gives the same bits. */
+void donto_qgemm8_isa(const float *X, int m, int k, int ldx, const donto_qweight8 *W, const float *bias, float *Y,
+                      int ldy, void *scratch, int nthreads, donto_isa isa);
+/* "int8 vpmaddubsw ymm 6x16" etc. */
+const char *donto_qgemm8_kernel_name(donto_isa isa);
+/* Quantized weight of row j, column c. */
+int donto_qweight8_get(const donto_qweight8 *q, int j, int c);
+
 #endif

@@ -6,6 +6,9 @@
  * fp32. Why not 8 bits: measured on MiniLM, per-row int8 gives embedding
  * cosine 0.97-0.99 vs fp32 (BERT's LayerNorm outlier dims), under the 0.999
  * gate; AVX2 has no 8-bit product that avoids s16 saturation at full range.
+ * The int8 path (--precision int8, bert_quant_init8) takes the outlier
+ * channels out in fp32 and reaches min cosine ~0.998 (docs/engine.md):
+ * faster, still under the gate, so not a default.
  */
 #ifndef DONTO_QUANT_H
 #define DONTO_QUANT_H
@@ -18,6 +21,15 @@ typedef struct bert_quant bert_quant;
 /* isa: the kernel set of the GEMMs (and, through bert_quant_ops, of the
  * forward's own loops); DONTO_ISA_AUTO for the best. */
 int bert_quant_init(bert_quant **out, const donto_bert_weights *w, donto_isa isa, donto_err *err);
+/* The int8 path (--precision int8, qgemm.h "int8 path"): runs the fp32
+ * forward once over the calibration batch ids/off (nseq sequences, packed)
+ * to find, for every Linear, the nout input channels with the largest
+ * max |x|; those stay fp32, the rest go through the int8 GEMM.  keep16:
+ * bit i set keeps matrix i of every layer (0 qkv, 1 attn_out, 2 ffn_in,
+ * 3 ffn_out) on the int16 GEMM instead. */
+#define DONTO_INT8_NOUT 8 /* default outlier channels per Linear */
+int bert_quant_init8(bert_quant **out, const donto_bert_weights *w, donto_isa isa, const int32_t *ids,
+                     const int *off, int nseq, int nout, unsigned keep16, donto_err *err);
 void bert_quant_free(bert_quant *q);
 void bert_quant_ops(bert_linear_ops *ops, const bert_quant *q);
 /* The GEMM kernel it runs, for logs ("int16 vpmaddwd ymm 6x16"). */

@@ -2,7 +2,7 @@
 """Parity gate: donto-embed vectors vs the transformers reference (tests/ref/bert_ref.py).
 
   vector_parity.py --bin PATH/donto-embed --model DIR --in FILE.jsonl [--in FILE2.jsonl]
-                   [--limit N] [--precision fp32|int16|bf16] [--min-cos 0.99999] [--max-abs 1e-4]
+                   [--limit N] [--precision fp32|int16|bf16|int8] [--min-cos 0.99999] [--max-abs 1e-4]
                    [--ref ref.npy | --ref-dir DIR] [--workdir DIR] [--threads 2]
 
 Runs our CLI exactly as
@@ -101,7 +101,7 @@ def main(argv=None):
     ap.add_argument("--in", dest="inputs", action="append", required=True, help="input JSONL (repeatable)")
     ap.add_argument("--limit", default=None,
                     help="first N records of EACH input, or N1,N2,... one per --in")
-    ap.add_argument("--precision", choices=["fp32", "int16", "bf16"], default=None,
+    ap.add_argument("--precision", choices=["fp32", "int16", "bf16", "int8"], default=None,
                     help="passed to the CLI as --precision (default: not passed)")
     ap.add_argument("--min-cos", type=float, default=0.99999)
     ap.add_argument("--max-abs", type=float, default=1e-4)

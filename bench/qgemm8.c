@@ -1,0 +1,142 @@
+/*
+ * bench_qgemm8: CPU time per GEMM, one thread, at BERT shapes: OpenBLAS
+ * sgemm vs the int16 path vs the int8 path (qgemm.h), m = tokens.
+ *
+ *   bench_qgemm8 [reps] [nout]      (default 200 reps, 8 outlier channels)
+ *
+ * Times are thread CPU time (CLOCK_THREAD_CPUTIME_ID), the minimum over
+ * reps calls, so a busy machine (this one is shared; run it under nice)
+ * inflates them less than wall time would; quantizing X and the bias are
+ * inside the int16 / int8 times.  Also prints each path's relative error
+ * against the fp32 product on LayerNorm-like / post-GELU-like data with
+ * outlier channels (the int8 outliers are the nout largest-|x| channels of
+ * a calibration draw, as quant.c picks them).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu_isa.h"
+#include "donto/util.h"
+#include "qgemm.h"
+
+static uint64_t rs = 0x9E3779B97F4A7C15ull;
+static double urand(void) {
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return ((rs >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+static double nrand(void) { return sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand()); }
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* LayerNorm-like rows (k = 384) with 4 outlier channels, or post-GELU rows
+ * (k = 1536) with 3 outlier neurons 15x larger. */
+static void gen_x(float *X, int m, int k) {
+    static const int lo[4] = {17, 101, 222, 350}, go[3] = {5, 700, 1400};
+    for (int i = 0; i < m; i++)
+        for (int c = 0; c < k; c++) {
+            if (k == 384) {
+                double g = 1.0, b = 0.0;
+                for (int o = 0; o < 4; o++)
+                    if (c == lo[o]) g = 16.0, b = 1.0;
+                X[(size_t)i * k + c] = (float)(nrand() * g + b);
+            } else {
+                double z = -0.6 + 1.2 * nrand();
+                double g = 0.5 * z * (1.0 + erf(z / sqrt(2.0)));
+                for (int o = 0; o < 3; o++)
+                    if (c == go[o]) g *= 15.0;
+                X[(size_t)i * k + c] = (float)g;
+            }
+        }
+}
+
+static double rel_err(const float *Y, const float *R, size_t cnt) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        double d = (double)Y[i] - R[i];
+        num += d * d;
+        den += (double)R[i] * R[i];
+    }
+    return sqrt(num / den);
+}
+
+/* The nout channels with the largest max |x| over rows. */
+static void top_channels(const float *X, int m, int k, int *out, int nout) {
+    float *mx = calloc((size_t)k, sizeof(float));
+    for (int i = 0; i < m; i++)
+        for (int c = 0; c < k; c++) mx[c] = fmaxf(mx[c], fabsf(X[(size_t)i * k + c]));
+    for (int o = 0; o < nout; o++) {
+        int best = 0;
+        for (int c = 1; c < k; c++)
+            if (mx[c] > mx[best]) best = c;
+        out[o] = best;
+        mx[best] = -1.0f;
+    }
+    free(mx);
+}
+
+int main(int argc, char **argv) {
+    const int reps = argc > 1 ? atoi(argv[1]) : 200;
+    const int nout = argc > 2 ? atoi(argv[2]) : 8;
+    const int shapes[4][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536}};
+    const char *names[4] = {"QKV", "attn-out", "FFN-in", "FFN-out"};
+    const int ms[] = {16, 64, 256};
+    const int mmax = 256, kmax = 1536, nmax = 1536;
+    float *X = donto_aligned_alloc(sizeof(float) * mmax * kmax), *W = donto_aligned_alloc(sizeof(float) * nmax * kmax);
+    float *bias = donto_aligned_alloc(sizeof(float) * nmax), *Yf = donto_aligned_alloc(sizeof(float) * mmax * nmax);
+    float *Y16 = donto_aligned_alloc(sizeof(float) * mmax * nmax), *Y8 = donto_aligned_alloc(sizeof(float) * mmax * nmax);
+    size_t ss = donto_qgemm_scratch_size(mmax, kmax), s8 = donto_qgemm8_scratch_size(mmax, kmax);
+    void *scratch = donto_aligned_alloc(ss > s8 ? ss : s8);
+    openblas_set_num_threads(1);
+    printf("one thread, CPU time per GEMM (min of %d), us; int8: %s, %d outlier channels\n", reps,
+           donto_qgemm8_kernel_name(DONTO_ISA_AUTO), nout);
+    printf("%-8s %4s %5s %5s | %8s %8s %8s | %6s %6s | %9s %9s\n", "shape", "m", "n", "k", "sgemm", "int16", "int8",
+           "8/16", "8/f32", "err16", "err8");
+    for (int si = 0; si < 4; si++) {
+        const int n = shapes[si][0], k = shapes[si][1];
+        for (size_t e = 0; e < (size_t)n * k; e++) W[e] = (float)(0.04 * nrand() * (urand() < 0.001 ? 5 : 1));
+        for (int j = 0; j < n; j++) bias[j] = (float)(0.02 * nrand());
+        gen_x(X, mmax, k);
+        int out[DONTO_QGEMM8_MAXOUT];
+        top_channels(X, mmax, k, out, nout); /* "calibration" */
+        donto_qweight q16;
+        donto_qweight8 q8;
+        if (donto_qweight_init(&q16, W, n, k, NULL) || donto_qweight8_init(&q8, W, n, k, out, nout, NULL)) return 1;
+        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+            const int m = ms[mi];
+            gen_x(X, m, k);
+            double best[3] = {1e30, 1e30, 1e30};
+            for (int r = 0; r < reps; r++)
+                for (int lib = 0; lib < 3; lib++) {
+                    double t0 = cpu_now();
+                    if (lib == 0) {
+                        for (int i = 0; i < m; i++) memcpy(Yf + (size_t)i * n, bias, sizeof(float) * n);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, X, k, W, k, 1.0f, Yf, n);
+                    } else if (lib == 1)
+                        donto_qgemm(X, m, k, k, &q16, bias, Y16, n, scratch, 1);
+                    else
+                        donto_qgemm8_isa(X, m, k, k, &q8, bias, Y8, n, scratch, 1, DONTO_ISA_AUTO);
+                    double dt = cpu_now() - t0;
+                    if (dt < best[lib]) best[lib] = dt;
+                }
+            printf("%-8s %4d %5d %5d | %8.1f %8.1f %8.1f | %5.2fx %5.2fx | %9.2e %9.2e\n", names[si], m, n, k,
+                   best[0] * 1e6, best[1] * 1e6, best[2] * 1e6, best[1] / best[2], best[0] / best[2],
+                   rel_err(Y16, Yf, (size_t)m * n), rel_err(Y8, Yf, (size_t)m * n));
+            fflush(stdout);
+        }
+        donto_qweight_free(&q16);
+        donto_qweight8_free(&q8);
+    }
+    return 0;
+}

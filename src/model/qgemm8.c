@@ -1,0 +1,535 @@
+/*
+ * The int8 GEMM (qgemm.h, "int8 path"): u8 activations x s8 weights with
+ * exact int32 sums, and a short list of outlier input channels per weight
+ * computed in fp32 beside it (LLM.int8()-style decomposition with a static
+ * channel list chosen by calibration, see quant.c).
+ *
+ * Why this scheme
+ * ---------------
+ * Simulated on all-MiniLM-L6-v2 (every encoder Linear fake-quantized in
+ * torch, 300 claims + 100 chunks of the corpus, min sentence cosine vs
+ * fp32; calibration: 96 other corpus texts), see docs/engine.md "int8":
+ * the figures are there.  Per-row int8 alone loses on the LayerNorm
+ * outlier channels (|x| 10-30x the median channel); taking the few largest
+ * calibrated channels out of the 8-bit grid recovers most of it.
+ *
+ * AVX2 has no saturation-free u8 x s8 product at full range: vpmaddubsw
+ * adds two u8 x s8 products into a saturating s16, so 2 * XMAX * WMAX must
+ * stay below 32768 (127 x 127 here: u7 x s8).  vpmaddwd with ones widens the pairs to
+ * int32 and vpaddd accumulates.  VNNI's vpdpbusd does all three in one
+ * instruction without saturation; on the same grids it gives the same
+ * integers.
+ *
+ * Layout: W packed per 16-column panel, per quad of k values 16 cols x 4
+ * bytes (64 bytes, two ymm); X quantized per call into scratch, rows of u8
+ * padded to 32 bytes.  One int32 block over all of k (exact for
+ * k <= DONTO_QGEMM8_KMAX), so no flushes.  Micro-kernel 6 rows x 16
+ * columns: 12 ymm accumulators, 2 weight vectors, 1 broadcast, 1 product;
+ * the ones vector is a memory operand.
+ *
+ * Every set computes the same int32 sums, the same epilogue FMA and the
+ * same outlier pass (one plain C function shared by all sets), so results
+ * are bit-identical to the portable path.
+ */
+#include <assert.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_isa.h"
+#include "qgemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define Q8_X86 1
+#include <immintrin.h>
+#define Q8_AVX2 __attribute__((target("avx2,fma")))
+#define Q8_AVXVNNI __attribute__((target("avx2,fma,avxvnni")))
+#define Q8_AVX512VNNI __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#endif
+
+#define Q8_MR 6
+#define Q8_NR 16
+#define Q8_MT 24 /* rows per task */
+#define Q8_NTP 8 /* panels per task */
+#define Q8_TINY 1e-30f
+
+_Static_assert(2 * DONTO_QGEMM8_XMAX * DONTO_QGEMM8_WMAX < 32768, "vpmaddubsw would saturate");
+
+static donto_isa q8_isa(donto_isa s) {
+#ifdef Q8_X86
+    s = cpu_isa_resolve(s);
+    return cpu_isa_supported(s) ? s : cpu_isa_best();
+#else
+    (void)s;
+    return DONTO_ISA_PORTABLE;
+#endif
+}
+
+static size_t q8_lda(int k) {
+    size_t kq = ((size_t)k + 3) & ~(size_t)3;
+    return (kq + 31) & ~(size_t)31;
+}
+
+size_t donto_qgemm8_scratch_size(int m, int k) {
+    if (m <= 0 || k <= 0) return 64;
+    return 64 + (((size_t)m * q8_lda(k) + 63) & ~(size_t)63) + 2 * (((size_t)m * 4 + 63) & ~(size_t)63);
+}
+
+/* ---- weights ---------------------------------------------------------- */
+
+static inline size_t q8_widx(int kquads, int j, int c) {
+    return ((size_t)(j / Q8_NR) * kquads + (size_t)(c / 4)) * 4 * Q8_NR + (size_t)(j % Q8_NR) * 4 + (c & 3);
+}
+
+void donto_qweight8_free(donto_qweight8 *q) {
+    if (!q) return;
+    free(q->packed);
+    free(q->scale);
+    free(q->colsum);
+    free(q->keep);
+    free(q->out_idx);
+    free(q->out_w);
+    memset(q, 0, sizeof *q);
+}
+
+int donto_qweight8_init(donto_qweight8 *q, const float *W, int n, int k, const int *outliers, int nout,
+                        donto_err *err) {
+    memset(q, 0, sizeof *q);
+    if (n <= 0 || k <= 0 || k > DONTO_QGEMM8_KMAX)
+        return donto_seterr(err, "qweight8: bad shape [%d, %d] (k <= %d)", n, k, DONTO_QGEMM8_KMAX);
+    if (!W) return donto_seterr(err, "qweight8: no weights for shape [%d, %d]", n, k);
+    if (nout < 0 || nout > DONTO_QGEMM8_MAXOUT || (nout && !outliers))
+        return donto_seterr(err, "qweight8: %d outlier channels (at most %d)", nout, DONTO_QGEMM8_MAXOUT);
+    const int kquads = (int)(((long)k + 3) / 4), npanels = (int)(((long)n + Q8_NR - 1) / Q8_NR);
+    const size_t npad = (size_t)npanels * Q8_NR, nval = npad * (size_t)kquads * 4;
+    q->n = n, q->k = k, q->kquads = kquads, q->npanels = npanels, q->nout = nout;
+    q->packed = donto_aligned_alloc(nval);
+    q->scale = donto_aligned_alloc(npad * sizeof(float));
+    q->colsum = donto_aligned_alloc(npad * sizeof(int32_t));
+    q->keep = malloc((size_t)k * sizeof(float));
+    q->out_idx = malloc((size_t)(nout ? nout : 1) * sizeof(int));
+    q->out_w = malloc((size_t)(nout ? nout : 1) * npad * sizeof(float));
+    if (!q->packed || !q->scale || !q->colsum || !q->keep || !q->out_idx || !q->out_w) {
+        donto_qweight8_free(q);
+        return donto_seterr(err, "qweight8: out of memory packing [%d, %d]", n, k);
+    }
+    memset(q->packed, 0, nval);
+    memset(q->scale, 0, npad * sizeof(float));
+    memset(q->colsum, 0, npad * sizeof(int32_t));
+    memset(q->out_w, 0, (size_t)(nout ? nout : 1) * npad * sizeof(float));
+    for (int c = 0; c < k; c++) q->keep[c] = 1.0f;
+    for (int o = 0; o < nout; o++) {
+        const int c = outliers[o];
+        if (c < 0 || c >= k || q->keep[c] == 0.0f) {
+            donto_qweight8_free(q);
+            return donto_seterr(err, "qweight8: outlier channel %d out of range or repeated (k %d)", c, k);
+        }
+        q->keep[c] = 0.0f;
+        q->out_idx[o] = c;
+    }
+    for (int j = 0; j < n; j++) {
+        const float *row = W + (size_t)j * (size_t)k;
+        float amax = 0.0f;
+        for (int c = 0; c < k; c++) {
+            if (!isfinite(row[c])) {
+                donto_qweight8_free(q);
+                return donto_seterr(err, "qweight8: weight [%d, %d] is not finite (%g)", j, c, (double)row[c]);
+            }
+            float a = fabsf(row[c]) * q->keep[c];
+            if (a > amax) amax = a;
+        }
+        const float inv = amax >= Q8_TINY ? (float)DONTO_QGEMM8_WMAX / amax : 0.0f;
+        q->scale[j] = amax >= Q8_TINY ? amax / (float)DONTO_QGEMM8_WMAX : 0.0f;
+        int32_t cs = 0;
+        for (int c = 0; c < k; c++) {
+            long r = q->keep[c] != 0.0f ? lrintf(row[c] * inv) : 0;
+            if (r > DONTO_QGEMM8_WMAX) r = DONTO_QGEMM8_WMAX;
+            if (r < -DONTO_QGEMM8_WMAX) r = -DONTO_QGEMM8_WMAX;
+            q->packed[q8_widx(kquads, j, c)] = (int8_t)r;
+            cs += (int32_t)r;
+        }
+        q->colsum[j] = cs;
+        for (int o = 0; o < nout; o++) q->out_w[(size_t)o * npad + j] = row[outliers[o]];
+    }
+    return 0;
+}
+
+int donto_qweight8_get(const donto_qweight8 *q, int j, int c) { return q->packed[q8_widx(q->kquads, j, c)]; }
+
+/* ---- activations -------------------------------------------------------- */
+
+/* Grid of a row from its range; returns the dequant scale, sets inv, zp. */
+static inline float q8_grid(float lo, float hi, float *inv, int32_t *zp) {
+    const float range = hi - lo;
+    if (!(range >= Q8_TINY)) {
+        *inv = 0.0f;
+        *zp = 0;
+        return 0.0f;
+    }
+    *inv = (float)DONTO_QGEMM8_XMAX / range;
+    *zp = (int32_t)lrintf(-lo * *inv);
+    return range / (float)DONTO_QGEMM8_XMAX;
+}
+
+static inline uint8_t q8_round(float v, float inv, int32_t zp) {
+    long r = lrintf(v * inv) + zp;
+    if (r < 0) r = 0;
+    if (r > DONTO_QGEMM8_XMAX) r = DONTO_QGEMM8_XMAX;
+    return (uint8_t)r;
+}
+
+static float q8_quant_row_scalar(const float *x, const float *keep, int k, uint8_t *q, int kpad, int32_t *zp) {
+    float lo = 0.0f, hi = 0.0f;
+    for (int c = 0; c < k; c++) {
+        const float v = x[c] * keep[c];
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    float inv;
+    const float s = q8_grid(lo, hi, &inv, zp);
+    int c = 0;
+    for (; c < k; c++) q[c] = q8_round(x[c] * keep[c], inv, *zp);
+    for (; c < kpad; c++) q[c] = 0;
+    return s;
+}
+
+#ifdef Q8_X86
+Q8_AVX2 static float q8_quant_row_avx2(const float *x, const float *keep, int k, uint8_t *q, int kpad,
+                                       int32_t *zp) {
+    __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 8 <= k; c += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + c), _mm256_loadu_ps(keep + c));
+        vlo = _mm256_min_ps(vlo, v);
+        vhi = _mm256_max_ps(vhi, v);
+    }
+    _Alignas(32) float tl[8], th[8];
+    _mm256_store_ps(tl, vlo);
+    _mm256_store_ps(th, vhi);
+    float lo = 0.0f, hi = 0.0f;
+    for (int e = 0; e < 8; e++) {
+        lo = tl[e] < lo ? tl[e] : lo;
+        hi = th[e] > hi ? th[e] : hi;
+    }
+    for (; c < k; c++) {
+        const float v = x[c] * keep[c];
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    float inv;
+    const float s = q8_grid(lo, hi, &inv, zp);
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i vzp = _mm256_set1_epi32(*zp), zero = _mm256_setzero_si256(),
+                  top = _mm256_set1_epi32(DONTO_QGEMM8_XMAX);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (c = 0; c + 32 <= k; c += 32) {
+        __m256i i[4];
+        for (int e = 0; e < 4; e++) {
+            const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + c + 8 * e), _mm256_loadu_ps(keep + c + 8 * e));
+            i[e] = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v, vinv)), vzp);
+            i[e] = _mm256_min_epi32(_mm256_max_epi32(i[e], zero), top);
+        }
+        const __m256i p = _mm256_packus_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+        _mm256_storeu_si256((__m256i *)(q + c), _mm256_permutevar8x32_epi32(p, perm));
+    }
+    for (; c < k; c++) q[c] = q8_round(x[c] * keep[c], inv, *zp);
+    for (; c < kpad; c++) q[c] = 0;
+    return s;
+}
+#endif
+
+/* ---- portable path ---------------------------------------------------------- */
+
+static void q8_tile_portable(const float *X, size_t ldx, const uint8_t *A, size_t lda, const float *sx,
+                             const int32_t *zp, const donto_qweight8 *W, const float *bias, float *Y, size_t ldy,
+                             int i0, int i1) {
+    const int kq = W->kquads;
+    for (int i = i0; i < i1; i++) {
+        const uint8_t *a = A + (size_t)i * lda;
+        for (int p = 0; p < W->npanels; p++) {
+            const int8_t *bp = W->packed + (size_t)p * kq * 4 * Q8_NR;
+            int32_t s[Q8_NR] = {0};
+            for (int t = 0; t < kq; t++) {
+                const int32_t x0 = a[4 * t], x1 = a[4 * t + 1], x2 = a[4 * t + 2], x3 = a[4 * t + 3];
+                const int8_t *b = bp + (size_t)t * 4 * Q8_NR;
+                for (int c = 0; c < Q8_NR; c++)
+                    s[c] += x0 * b[4 * c] + x1 * b[4 * c + 1] + x2 * b[4 * c + 2] + x3 * b[4 * c + 3];
+            }
+            const int j0 = p * Q8_NR, nc = W->n - j0 < Q8_NR ? W->n - j0 : Q8_NR;
+            const size_t npad = (size_t)W->npanels * Q8_NR;
+            for (int c = 0; c < nc; c++) {
+                float y = fmaf((float)(s[c] - zp[i] * W->colsum[j0 + c]), sx[i] * W->scale[j0 + c],
+                               bias ? bias[j0 + c] : 0.0f);
+                for (int o = 0; o < W->nout; o++)
+                    y = fmaf(X[(size_t)i * ldx + W->out_idx[o]], W->out_w[(size_t)o * npad + j0 + c], y);
+                Y[(size_t)i * ldy + j0 + c] = y;
+            }
+        }
+    }
+}
+
+/* ---- ymm kernels ------------------------------------------------------------ */
+#ifdef Q8_X86
+static const int16_t q8_ones[16] __attribute__((aligned(32))) = {1, 1, 1, 1, 1, 1, 1, 1,
+                                                                 1, 1, 1, 1, 1, 1, 1, 1};
+
+typedef void (*q8_block_fn)(const uint8_t *a, size_t lda, const int8_t *bp, int nquads, int32_t acc[Q8_MR][Q8_NR]);
+
+#define Q8_BLOCK_BODY(MAC)                                                                 \
+    __m256i c[Q8_MR][2];                                                                   \
+    const uint8_t *ar[Q8_MR];                                                              \
+    for (int i = 0; i < MR; i++) {                                                         \
+        c[i][0] = c[i][1] = _mm256_setzero_si256();                                        \
+        ar[i] = a + (size_t)i * lda;                                                       \
+    }                                                                                      \
+    for (int t = 0; t < nquads; t++, bp += 4 * Q8_NR) {                                    \
+        const __m256i w0 = _mm256_load_si256((const __m256i *)bp);                         \
+        const __m256i w1 = _mm256_load_si256((const __m256i *)(bp + 32));                  \
+        for (int i = 0; i < MR; i++) {                                                     \
+            int32_t v;                                                                     \
+            memcpy(&v, ar[i] + 4 * t, 4);                                                  \
+            const __m256i x = _mm256_set1_epi32(v);                                        \
+            c[i][0] = MAC(c[i][0], x, w0);                                                 \
+            c[i][1] = MAC(c[i][1], x, w1);                                                 \
+        }                                                                                  \
+    }                                                                                      \
+    for (int i = 0; i < MR; i++) {                                                         \
+        _mm256_store_si256((__m256i *)acc[i], c[i][0]);                                    \
+        _mm256_store_si256((__m256i *)(acc[i] + 8), c[i][1]);                              \
+    }
+#define Q8_MAC_AVX2(c, x, w) \
+    _mm256_add_epi32((c), _mm256_madd_epi16(_mm256_maddubs_epi16((x), (w)), _mm256_load_si256((const __m256i *)q8_ones)))
+#define Q8_MAC_AVXVNNI(c, x, w) _mm256_dpbusd_avx_epi32((c), (x), (w))
+#define Q8_MAC_AVX512VNNI(c, x, w) _mm256_dpbusd_epi32((c), (x), (w))
+
+#define Q8_DEF_BLOCKS(R)                                                                                          \
+    Q8_AVX2 __attribute__((unused)) static void q8_block_avx2_##R(const uint8_t *a, size_t lda, const int8_t *bp, int nquads,              \
+                                          int32_t acc[Q8_MR][Q8_NR]) {                                            \
+        const int MR = R;                                                                                         \
+        Q8_BLOCK_BODY(Q8_MAC_AVX2)                                                                                \
+    }                                                                                                             \
+    Q8_AVXVNNI static void q8_block_avxvnni_##R(const uint8_t *a, size_t lda, const int8_t *bp, int nquads,        \
+                                                int32_t acc[Q8_MR][Q8_NR]) {                                      \
+        const int MR = R;                                                                                         \
+        Q8_BLOCK_BODY(Q8_MAC_AVXVNNI)                                                                             \
+    }                                                                                                             \
+    Q8_AVX512VNNI static void q8_block_avx512vnni_##R(const uint8_t *a, size_t lda, const int8_t *bp, int nquads, \
+                                                      int32_t acc[Q8_MR][Q8_NR]) {                                \
+        const int MR = R;                                                                                         \
+        Q8_BLOCK_BODY(Q8_MAC_AVX512VNNI)                                                                          \
+    }
+Q8_DEF_BLOCKS(1)
+Q8_DEF_BLOCKS(2)
+Q8_DEF_BLOCKS(3)
+Q8_DEF_BLOCKS(4)
+Q8_DEF_BLOCKS(5)
+Q8_DEF_BLOCKS(6)
+
+/* The 6-row AVX2 block in assembly (as qgemm.c's int16 kernel: with
+ * intrinsics GCC hoists the broadcasts and spills accumulators).
+ * ymm0-11 accumulators, ymm12-13 weights, ymm14 broadcast, ymm15 product. */
+#define Q8_ROW(base, idx, r0, r1)                                                    \
+    "vpbroadcastd " base idx ", %%ymm14\n\t"                                          \
+    "vpmaddubsw %%ymm12, %%ymm14, %%ymm15\n\t"                                        \
+    "vpmaddwd (%[ones]), %%ymm15, %%ymm15\n\t"                                        \
+    "vpaddd %%ymm15, %%ymm" #r0 ", %%ymm" #r0 "\n\t"                                  \
+    "vpmaddubsw %%ymm13, %%ymm14, %%ymm14\n\t"                                        \
+    "vpmaddwd (%[ones]), %%ymm14, %%ymm14\n\t"                                        \
+    "vpaddd %%ymm14, %%ymm" #r1 ", %%ymm" #r1 "\n\t"
+#define Q8_ST(r, off) "vmovdqu %%ymm" #r ", " #off "(%[f])\n\t"
+Q8_AVX2 static void q8_block6_asm(const uint8_t *a, size_t lda, const int8_t *bp, int nquads,
+                                  int32_t acc[Q8_MR][Q8_NR]) {
+    const char *pa = (const char *)a, *pb = pa + 3 * lda;
+    long n = nquads;
+    if (n <= 0) {
+        memset(acc, 0, sizeof(int32_t) * Q8_MR * Q8_NR);
+        return;
+    }
+    __asm__ volatile(
+        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
+        "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"
+        "vpxor %%xmm2, %%xmm2, %%xmm2\n\t"
+        "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"
+        "vpxor %%xmm4, %%xmm4, %%xmm4\n\t"
+        "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"
+        "vpxor %%xmm6, %%xmm6, %%xmm6\n\t"
+        "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"
+        "vpxor %%xmm8, %%xmm8, %%xmm8\n\t"
+        "vpxor %%xmm9, %%xmm9, %%xmm9\n\t"
+        "vpxor %%xmm10, %%xmm10, %%xmm10\n\t"
+        "vpxor %%xmm11, %%xmm11, %%xmm11\n\t"
+        "1:\n\t"
+        "vmovdqa (%[b]), %%ymm12\n\t"
+        "vmovdqa 32(%[b]), %%ymm13\n\t"
+        Q8_ROW("(%[pa])", "", 0, 1)
+        Q8_ROW("(%[pa],", "%[s],1)", 2, 3)
+        Q8_ROW("(%[pa],", "%[s],2)", 4, 5)
+        Q8_ROW("(%[pb])", "", 6, 7)
+        Q8_ROW("(%[pb],", "%[s],1)", 8, 9)
+        Q8_ROW("(%[pb],", "%[s],2)", 10, 11)
+        "add $4, %[pa]\n\t"
+        "add $4, %[pb]\n\t"
+        "add $64, %[b]\n\t"
+        "dec %[n]\n\t"
+        "jnz 1b\n\t"
+        Q8_ST(0, 0) Q8_ST(1, 32) Q8_ST(2, 64) Q8_ST(3, 96) Q8_ST(4, 128) Q8_ST(5, 160)
+        Q8_ST(6, 192) Q8_ST(7, 224) Q8_ST(8, 256) Q8_ST(9, 288) Q8_ST(10, 320) Q8_ST(11, 352)
+        : [pa] "+r"(pa), [pb] "+r"(pb), [b] "+r"(bp), [n] "+r"(n)
+        : [s] "r"(lda), [f] "r"(&acc[0][0]), [ones] "r"(q8_ones)
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+}
+
+static const q8_block_fn q8_blocks_avx2[Q8_MR + 1] = {NULL,
+                                                      q8_block_avx2_1,
+                                                      q8_block_avx2_2,
+                                                      q8_block_avx2_3,
+                                                      q8_block_avx2_4,
+                                                      q8_block_avx2_5,
+                                                      q8_block6_asm};
+static const q8_block_fn q8_blocks_avxvnni[Q8_MR + 1] = {NULL,
+                                                         q8_block_avxvnni_1,
+                                                         q8_block_avxvnni_2,
+                                                         q8_block_avxvnni_3,
+                                                         q8_block_avxvnni_4,
+                                                         q8_block_avxvnni_5,
+                                                         q8_block_avxvnni_6};
+static const q8_block_fn q8_blocks_avx512vnni[Q8_MR + 1] = {NULL,
+                                                            q8_block_avx512vnni_1,
+                                                            q8_block_avx512vnni_2,
+                                                            q8_block_avx512vnni_3,
+                                                            q8_block_avx512vnni_4,
+                                                            q8_block_avx512vnni_5,
+                                                            q8_block_avx512vnni_6};
+
+/* Epilogue: y = float(acc - zp * colsum) * (sx * sw) + bias, ncols <= 16. */
+Q8_AVX2 static void q8_store(int MR, int32_t acc[Q8_MR][Q8_NR], const float *sx, const int32_t *zp,
+                             const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y,
+                             size_t ldy, const float *x, size_t ldx, const donto_qweight8 *W, int j0) {
+    const size_t npad = (size_t)W->npanels * Q8_NR;
+    const __m256 sw0 = _mm256_load_ps(sw), sw1 = _mm256_load_ps(sw + 8);
+    const __m256i cs0 = _mm256_load_si256((const __m256i *)colsum), cs1 = _mm256_load_si256((const __m256i *)(colsum + 8));
+    __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+    if (bias) {
+        float tb[Q8_NR] = {0};
+        memcpy(tb, bias, (size_t)ncols * sizeof(float));
+        b0 = _mm256_loadu_ps(tb);
+        b1 = _mm256_loadu_ps(tb + 8);
+    }
+    for (int i = 0; i < MR; i++) {
+        const __m256 s = _mm256_set1_ps(sx[i]);
+        const __m256i z = _mm256_set1_epi32(zp[i]);
+        const __m256i a0 = _mm256_sub_epi32(_mm256_load_si256((const __m256i *)acc[i]), _mm256_mullo_epi32(z, cs0));
+        const __m256i a1 =
+            _mm256_sub_epi32(_mm256_load_si256((const __m256i *)(acc[i] + 8)), _mm256_mullo_epi32(z, cs1));
+        __m256 y0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0), _mm256_mul_ps(s, sw0), b0);
+        __m256 y1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_mul_ps(s, sw1), b1);
+        /* the outlier channels, fp32, one FMA each in list order */
+        for (int o = 0; o < W->nout; o++) {
+            const __m256 xo = _mm256_set1_ps(x[(size_t)i * ldx + W->out_idx[o]]);
+            const float *wo = W->out_w + (size_t)o * npad + j0;
+            y0 = _mm256_fmadd_ps(xo, _mm256_load_ps(wo), y0);
+            y1 = _mm256_fmadd_ps(xo, _mm256_load_ps(wo + 8), y1);
+        }
+        float *yr = y + (size_t)i * ldy;
+        if (ncols == Q8_NR) {
+            _mm256_storeu_ps(yr, y0);
+            _mm256_storeu_ps(yr + 8, y1);
+        } else {
+            float t[Q8_NR];
+            _mm256_storeu_ps(t, y0);
+            _mm256_storeu_ps(t + 8, y1);
+            memcpy(yr, t, (size_t)ncols * sizeof(float));
+        }
+    }
+}
+
+/* One task: rows [i0, i1) x panels [p0, p1); per panel the 6-row
+ * micro-tiles run over all of k (the panel, k x 16 bytes, stays in L1). */
+Q8_AVX2 static void q8_tile_ymm(const q8_block_fn *blocks, const float *X, size_t ldx, const uint8_t *A,
+                                size_t lda, const float *sx,
+                                const int32_t *zp, const donto_qweight8 *W, const float *bias, float *Y, size_t ldy,
+                                int i0, int i1, int p0, int p1) {
+    _Alignas(32) int32_t acc[Q8_MR][Q8_NR];
+    const int kq = W->kquads;
+    for (int p = p0; p < p1; p++) {
+        const int8_t *bp = W->packed + (size_t)p * kq * 4 * Q8_NR;
+        const int j0 = p * Q8_NR, nc = W->n - j0 < Q8_NR ? W->n - j0 : Q8_NR;
+        for (int i = i0; i < i1; i++) {
+            _mm_prefetch((const char *)(Y + (size_t)i * ldy + j0), _MM_HINT_T0);
+            _mm_prefetch((const char *)(Y + (size_t)i * ldy + j0 + nc - 1), _MM_HINT_T0);
+        }
+        for (int i = i0; i < i1; i += Q8_MR) {
+            const int r = i1 - i < Q8_MR ? i1 - i : Q8_MR;
+            blocks[r](A + (size_t)i * lda, lda, bp, kq, acc);
+            q8_store(r, acc, sx + i, zp + i, W->colsum + j0, W->scale + j0, bias ? bias + j0 : NULL, nc,
+                     Y + (size_t)i * ldy + j0, ldy, X + (size_t)i * ldx, ldx, W, j0);
+        }
+    }
+}
+#endif /* Q8_X86 */
+
+void donto_qgemm8_isa(const float *X, int m, int k, int ldx, const donto_qweight8 *W, const float *bias, float *Y,
+                      int ldy, void *scratch, int nthreads, donto_isa isa) {
+    if (m <= 0) return;
+    assert(W && W->packed && k == W->k && ldx >= k && ldy >= W->n && scratch && X && Y);
+    (void)k;
+    isa = q8_isa(isa);
+    const int simd = isa >= DONTO_ISA_AVX2;
+    const int n = W->n, npanels = W->npanels;
+    const size_t lda = q8_lda(W->k);
+    uint8_t *A = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *sx = (float *)(A + (((size_t)m * lda + 63) & ~(size_t)63));
+    int32_t *zp = (int32_t *)(sx + (((size_t)m * 4 + 63) & ~(size_t)63) / 4);
+    const int mtiles = (m + Q8_MT - 1) / Q8_MT, ntiles = simd ? (npanels + Q8_NTP - 1) / Q8_NTP : 1;
+    const int ntasks = mtiles * ntiles;
+    int nt = nthreads > 0 ? nthreads : omp_get_max_threads();
+    if (nt > ntasks) nt = ntasks;
+    if ((double)m * n * W->k < 1e6) nt = 1;
+#ifdef Q8_X86
+    const q8_block_fn *blocks = isa == DONTO_ISA_AVX512VNNI ? q8_blocks_avx512vnni
+                                : isa == DONTO_ISA_AVXVNNI  ? q8_blocks_avxvnni
+                                                            : q8_blocks_avx2;
+#endif
+
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+#pragma omp for schedule(dynamic, 16)
+        for (int i = 0; i < m; i++) {
+            const float *x = X + (size_t)i * (size_t)ldx;
+            uint8_t *q = A + (size_t)i * lda;
+#ifdef Q8_X86
+            if (simd) {
+                sx[i] = q8_quant_row_avx2(x, W->keep, W->k, q, 4 * W->kquads, &zp[i]);
+                continue;
+            }
+#endif
+            sx[i] = q8_quant_row_scalar(x, W->keep, W->k, q, 4 * W->kquads, &zp[i]);
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < ntasks; t++) {
+            const int ti = t / ntiles, tj = t % ntiles;
+            const int i0 = ti * Q8_MT, i1 = i0 + Q8_MT < m ? i0 + Q8_MT : m;
+            const int p0 = simd ? tj * Q8_NTP : 0;
+            const int p1 = simd && p0 + Q8_NTP < npanels ? p0 + Q8_NTP : npanels;
+#ifdef Q8_X86
+            if (simd) q8_tile_ymm(blocks, X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
+            else
+#endif
+                q8_tile_portable(X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1); /* every panel */
+            (void)p0, (void)p1;
+        }
+    }
+}
+
+const char *donto_qgemm8_kernel_name(donto_isa isa) {
+    switch (q8_isa(isa)) {
+    case DONTO_ISA_AVX512VNNI: return "int8 vpdpbusd ymm (evex) 6x16";
+    case DONTO_ISA_AVXVNNI: return "int8 vpdpbusd ymm (vex) 6x16";
+    case DONTO_ISA_AVX512:
+    case DONTO_ISA_AVX2: return "int8 vpmaddubsw ymm 6x16";
+    default: return "int8 portable C";
+    }
+}

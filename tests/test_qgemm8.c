@@ -1,0 +1,266 @@
+/*
+ * Tests for the int8 GEMM (src/model/qgemm8.c, qgemm.h "int8 path"):
+ *  - Y matches, bit for bit, a scalar reference written here from the
+ *    documented scheme (u8 asymmetric rows over the ordinary channels, s8
+ *    rows, exact int32 sums, zero-point correction, one FMA, then the fp32
+ *    outlier channels in list order);
+ *  - Y is close to the exact product (relative error on outlier data);
+ *  - tails (m, n, k not multiples of 6/16/4), bias NULL, ldx > k, ldy > n
+ *    (padding untouched), no outliers, all-zero rows, worst-case saturation
+ *    inputs (x at both ends of the grid, |w| at WMAX), thread counts;
+ *  - every kernel set this CPU runs gives the same bits as portable; a set
+ *    the CPU lacks prints "SKIP <set>: CPU lacks <features>".
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cpu_isa.h"
+#include "qgemm.h"
+
+static donto_isa g_sets[DONTO_ISA_N];
+static int g_nsets;
+static long g_same[DONTO_ISA_N];
+
+static uint64_t rs = 0x2545F4914F6CDD1Dull;
+static double urand(void) {
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return ((rs >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+static float frand(float lo, float hi) { return lo + (hi - lo) * (float)urand(); }
+
+static long rclamp(long r, long lo, long hi) { return r < lo ? lo : r > hi ? hi : r; }
+
+/* The documented scheme, spelled out on unpacked data. */
+static void ref_qgemm8(const float *X, int m, int k, int ldx, const float *W, int n, const int *out, int nout,
+                       const float *bias, float *R, int ldy) {
+    char *isout = calloc((size_t)k, 1);
+    for (int o = 0; o < nout; o++) isout[out[o]] = 1;
+    int8_t *wq = malloc((size_t)n * k);
+    float *sw = malloc(sizeof(float) * n);
+    int32_t *cs = malloc(sizeof(int32_t) * n);
+    for (int j = 0; j < n; j++) {
+        float amax = 0;
+        for (int c = 0; c < k; c++)
+            if (!isout[c] && fabsf(W[(size_t)j * k + c]) > amax) amax = fabsf(W[(size_t)j * k + c]);
+        float inv = amax >= 1e-30f ? (float)DONTO_QGEMM8_WMAX / amax : 0;
+        sw[j] = amax >= 1e-30f ? amax / (float)DONTO_QGEMM8_WMAX : 0;
+        cs[j] = 0;
+        for (int c = 0; c < k; c++) {
+            long r = isout[c] ? 0 : rclamp(lrintf(W[(size_t)j * k + c] * inv), -DONTO_QGEMM8_WMAX, DONTO_QGEMM8_WMAX);
+            wq[(size_t)j * k + c] = (int8_t)r;
+            cs[j] += (int32_t)r;
+        }
+    }
+    uint8_t *xq = malloc((size_t)k);
+    for (int i = 0; i < m; i++) {
+        const float *x = X + (size_t)i * ldx;
+        float lo = 0, hi = 0;
+        for (int c = 0; c < k; c++) {
+            float v = isout[c] ? 0.0f : x[c];
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+        float range = hi - lo, inv = 0, sx = 0;
+        int32_t zp = 0;
+        if (range >= 1e-30f) {
+            inv = (float)DONTO_QGEMM8_XMAX / range;
+            sx = range / (float)DONTO_QGEMM8_XMAX;
+            zp = (int32_t)lrintf(-lo * inv);
+        }
+        for (int c = 0; c < k; c++) {
+            float v = isout[c] ? 0.0f : x[c];
+            xq[c] = (uint8_t)rclamp(lrintf(v * inv) + zp, 0, DONTO_QGEMM8_XMAX);
+        }
+        for (int j = 0; j < n; j++) {
+            int32_t s = 0;
+            for (int c = 0; c < k; c++) s += (int32_t)xq[c] * wq[(size_t)j * k + c];
+            float y = fmaf((float)(s - zp * cs[j]), sx * sw[j], bias ? bias[j] : 0.0f);
+            for (int o = 0; o < nout; o++) y = fmaf(x[out[o]], W[(size_t)j * k + out[o]], y);
+            R[(size_t)i * ldy + j] = y;
+        }
+    }
+    free(isout);
+    free(wq);
+    free(sw);
+    free(cs);
+    free(xq);
+}
+
+/* LayerNorm-like rows with a few outlier channels 15-25x the rest. */
+static void fill(float *X, int m, int k, int ldx, float *W, int n, int *out, int nout) {
+    for (int i = 0; i < m; i++)
+        for (int c = 0; c < ldx; c++) X[(size_t)i * ldx + c] = c < k ? frand(-2, 2) : NAN;
+    for (int o = 0; o < nout; o++)
+        for (int i = 0; i < m; i++) X[(size_t)i * ldx + out[o]] *= frand(15, 25);
+    for (size_t e = 0; e < (size_t)n * k; e++) W[e] = frand(-0.1f, 0.1f);
+}
+
+static void pick_outliers(int k, int *out, int nout) {
+    for (int o = 0; o < nout; o++) out[o] = (int)(((long)o * 7919 + 13) % k);
+}
+
+static void run_case(int m, int n, int k, int ldx_pad, int ldy_pad, int use_bias, int nout, int nthreads) {
+    const int ldx = k + ldx_pad, ldy = n + ldy_pad;
+    float *X = malloc(sizeof(float) * (size_t)m * ldx), *W = malloc(sizeof(float) * (size_t)n * k);
+    float *bias = malloc(sizeof(float) * n);
+    int out[DONTO_QGEMM8_MAXOUT];
+    if (nout > k) nout = k;
+    pick_outliers(k, out, nout);
+    /* distinct channels: the stride 7919 is prime; for small k drop repeats */
+    int u = 0;
+    for (int o = 0; o < nout; o++) {
+        int dup = 0;
+        for (int p = 0; p < u; p++) dup |= out[p] == out[o];
+        if (!dup) out[u++] = out[o];
+    }
+    nout = u;
+    fill(X, m, k, ldx, W, n, out, nout);
+    for (int j = 0; j < n; j++) bias[j] = frand(-1, 1);
+    float *R = malloc(sizeof(float) * (size_t)m * ldy), *P = malloc(sizeof(float) * (size_t)m * ldy),
+          *Y = malloc(sizeof(float) * (size_t)m * ldy);
+    for (size_t e = 0; e < (size_t)m * ldy; e++) R[e] = P[e] = Y[e] = -7.0f;
+    ref_qgemm8(X, m, k, ldx, W, n, out, nout, use_bias ? bias : NULL, R, ldy);
+    donto_qweight8 qw;
+    CHECK(donto_qweight8_init(&qw, W, n, k, out, nout, NULL) == 0, "init %dx%d", n, k);
+    char *scratch = malloc(donto_qgemm8_scratch_size(m, k) + 3);
+    donto_qgemm8_isa(X, m, k, ldx, &qw, use_bias ? bias : NULL, P, ldy, scratch + 3, nthreads, DONTO_ISA_PORTABLE);
+    CHECK(memcmp(R, P, sizeof(float) * (size_t)m * ldy) == 0, "portable != reference m%d n%d k%d nout%d", m, n, k,
+          nout);
+    for (int t = 0; t < g_nsets; t++) {
+        for (size_t e = 0; e < (size_t)m * ldy; e++) Y[e] = -7.0f;
+        donto_qgemm8_isa(X, m, k, ldx, &qw, use_bias ? bias : NULL, Y, ldy, scratch + 3, nthreads, g_sets[t]);
+        int same = memcmp(P, Y, sizeof(float) * (size_t)m * ldy) == 0;
+        CHECK(same, "set %s != portable m%d n%d k%d nout%d threads %d", donto_isa_name(g_sets[t]), m, n, k, nout,
+              nthreads);
+        g_same[g_sets[t]] += same;
+    }
+    free(scratch);
+    donto_qweight8_free(&qw);
+    free(X), free(W), free(bias), free(R), free(P), free(Y);
+}
+
+static void test_shapes(void) {
+    const int ms[] = {1, 5, 6, 7, 23, 24, 25, 61};
+    const int ns[] = {1, 15, 16, 17, 130};
+    const int ks[] = {1, 3, 4, 5, 33, 384};
+    for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (size_t c = 0; c < sizeof ks / sizeof *ks; c++)
+                run_case(ms[a], ns[b], ks[c], (int)((a + c) % 3), (int)(b % 2) * 5, (int)((a + b) % 2),
+                         (int)((a + b + c) % 4) * 3, 1);
+    run_case(130, 1536, 384, 0, 0, 1, 8, 1);
+    run_case(70, 384, 1536, 0, 0, 1, 8, 2);
+    run_case(70, 384, 1536, 3, 1, 1, DONTO_QGEMM8_MAXOUT, 0);
+}
+
+/* Extremes: saturation-prone inputs (every x at the grid ends, every |w| at
+ * WMAX), all-zero rows, and the thread count not changing any bit. */
+static void test_extremes(void) {
+    const int m = 13, n = 40, k = 1536;
+    float *X = malloc(sizeof(float) * m * k), *W = malloc(sizeof(float) * n * k);
+    for (int i = 0; i < m; i++)
+        for (int c = 0; c < k; c++) X[(size_t)i * k + c] = i == 3 ? 0.0f : ((c + i) % 2 ? 1000.0f : -1000.0f * (i % 2));
+    for (int j = 0; j < n; j++)
+        for (int c = 0; c < k; c++) W[(size_t)j * k + c] = ((c + j) % 3 ? 1.0f : -1.0f) * 0.5f;
+    float *R = malloc(sizeof(float) * m * n), *Y = malloc(sizeof(float) * m * n);
+    ref_qgemm8(X, m, k, k, W, n, NULL, 0, NULL, R, n);
+    donto_qweight8 qw;
+    CHECK(donto_qweight8_init(&qw, W, n, k, NULL, 0, NULL) == 0, "init");
+    CHECK(donto_qweight8_get(&qw, 0, 1) == DONTO_QGEMM8_WMAX, "w at WMAX");
+    void *scratch = malloc(donto_qgemm8_scratch_size(m, k));
+    for (int s = DONTO_ISA_PORTABLE; s < DONTO_ISA_N; s++) {
+        if (!cpu_isa_supported((donto_isa)s)) continue;
+        for (int nt = 1; nt <= 3; nt++) {
+            memset(Y, 0, sizeof(float) * m * n);
+            donto_qgemm8_isa(X, m, k, k, &qw, NULL, Y, n, scratch, nt, (donto_isa)s);
+            CHECK(memcmp(R, Y, sizeof(float) * m * n) == 0, "extremes: set %s threads %d",
+                  donto_isa_name((donto_isa)s), nt);
+        }
+    }
+    for (int j = 0; j < n; j++) CHECK(Y[3 * n + j] == 0.0f, "zero row");
+    /* exactness check on one value: x alternates 1000 / -1000*(i%2) */
+    double exact = 0, mag = 0;
+    for (int c = 0; c < k; c++) exact += (double)X[k + c] * W[c], mag += fabs((double)X[k + c] * W[c]);
+    CHECK(fabs(Y[n] - exact) <= 1e-2 * mag, "extreme value %g vs %g (sum |xw| %g)", (double)Y[n], exact, mag);
+    free(scratch);
+    donto_qweight8_free(&qw);
+    free(X), free(W), free(R), free(Y);
+}
+
+/* Accuracy on outlier data: the outlier channels in fp32 keep the error
+ * at the 8-bit level of the ordinary channels. */
+static void test_error(void) {
+    const int m = 64, n = 384, k = 384, nout = 6;
+    float *X = malloc(sizeof(float) * m * k), *W = malloc(sizeof(float) * n * k), *Y = malloc(sizeof(float) * m * n);
+    int out[6];
+    pick_outliers(k, out, nout);
+    fill(X, m, k, k, W, n, out, nout);
+    void *scratch = malloc(donto_qgemm8_scratch_size(m, k));
+    double rel[2];
+    for (int v = 0; v < 2; v++) {
+        donto_qweight8 qw;
+        CHECK(donto_qweight8_init(&qw, W, n, k, out, v ? nout : 0, NULL) == 0, "init");
+        donto_qgemm8_isa(X, m, k, k, &qw, NULL, Y, n, scratch, 1, DONTO_ISA_AUTO);
+        double num = 0, den = 0;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double e = 0;
+                for (int c = 0; c < k; c++) e += (double)X[(size_t)i * k + c] * W[(size_t)j * k + c];
+                num += (Y[(size_t)i * n + j] - e) * (Y[(size_t)i * n + j] - e);
+                den += e * e;
+            }
+        rel[v] = sqrt(num / den);
+        donto_qweight8_free(&qw);
+    }
+    fprintf(stderr, "int8 relative error, outlier data: %.3g without, %.3g with the outlier channels\n", rel[0],
+            rel[1]);
+    CHECK(rel[1] < 1.5e-2 && rel[1] < rel[0] / 2, "outlier channels: %.3g vs %.3g", rel[1], rel[0]);
+    free(scratch);
+    free(X), free(W), free(Y);
+}
+
+static void test_init_errors(void) {
+    donto_qweight8 q;
+    float w[8] = {0, 1, 2, 3, 4, 5, 6, NAN};
+    int o2[2] = {1, 1}, o1[1] = {9};
+    CHECK(donto_qweight8_init(&q, w, 0, 4, NULL, 0, NULL) == -1 && q.packed == NULL, "bad shape");
+    CHECK(donto_qweight8_init(&q, w, 2, 4, NULL, 0, NULL) == -1 && q.packed == NULL, "nan");
+    CHECK(donto_qweight8_init(&q, w, 1, 4, o2, 2, NULL) == -1 && q.packed == NULL, "repeated outlier");
+    CHECK(donto_qweight8_init(&q, w, 1, 4, o1, 1, NULL) == -1 && q.packed == NULL, "outlier out of range");
+    CHECK(donto_qweight8_init(&q, w, 1, 4, o1, DONTO_QGEMM8_MAXOUT + 1, NULL) == -1, "too many outliers");
+    donto_qweight8_free(&q);
+}
+
+int main(void) {
+    char ran[128] = "", skipped[128] = "";
+    for (int s = DONTO_ISA_PORTABLE + 1; s < DONTO_ISA_N; s++) {
+        const char *name = donto_isa_name((donto_isa)s);
+        if (cpu_isa_supported((donto_isa)s)) {
+            g_sets[g_nsets++] = (donto_isa)s;
+            continue;
+        }
+        char miss[256];
+        cpu_isa_missing((donto_isa)s, miss, sizeof miss);
+        printf("SKIP %s: CPU lacks %s\n", name, miss);
+        snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), " %s", name);
+    }
+    fflush(stdout);
+    test_init_errors();
+    test_shapes();
+    test_extremes();
+    test_error();
+    for (int t = 0; t < g_nsets; t++) {
+        CHECK(g_same[g_sets[t]] > 0, "set %s ran no case", donto_isa_name(g_sets[t]));
+        printf("set %s (%s): %ld cases bit-identical to portable\n", donto_isa_name(g_sets[t]),
+               donto_qgemm8_kernel_name(g_sets[t]), g_same[g_sets[t]]);
+        snprintf(ran + strlen(ran), sizeof ran - strlen(ran), " %s", donto_isa_name(g_sets[t]));
+    }
+    printf("kernel sets run: portable%s; skipped:%s\n", ran, *skipped ? skipped : " none");
+    return check_report("test_qgemm8");
+}
