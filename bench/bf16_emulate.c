@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
             e.wq[l][which] = malloc(cnt * sizeof(float));
             for (size_t i = 0; i < cnt; i++) e.wq[l][which][i] = bf16_round(W[i]);
         }
-    bert_linear_ops ref_ops, emu_ops = {emu_gemm, &e, emu_scratch, DONTO_ISA_AUTO};
+    bert_linear_ops ref_ops, emu_ops = {.gemm = emu_gemm, .ctx = &e, .scratch_bytes = emu_scratch, .isa = DONTO_ISA_AUTO};
     bert_fp32_ops(&ref_ops, w);
     size_t sb = bert_cpu_scratch_bytes(c, &emu_ops, ML, ML, nt);
     size_t sr = bert_cpu_scratch_bytes(c, &ref_ops, ML, ML, nt);

@@ -473,6 +473,55 @@ static void test_settings(void) {
     CHECK(rc != 0, "st do_lower_case over a cased tokenizer accepted");
 }
 
+/* The integer paths hand rows out in blocks to whichever thread is free
+ * (bert_linear_ops.row_block): a row is computed by one call whatever its
+ * block, so 1, 2 and 3 threads give the same bits, at int16 and int8, on
+ * a batch large enough for many blocks (~700 rows, blocks of 96). */
+static void test_row_blocks(void) {
+    tiny_spec sp;
+    tiny_default(&sp);
+    sp.hidden = 64, sp.heads = 2, sp.inter = 128;
+    const char *d = mkmodel("enc_rows", &sp);
+    enum { N = 64 };
+    static const char *words[] = {"the", "dog", "is", "a", "kind", "of", "animal", "running", "cats", "quick"};
+    char buf[N][128];
+    const char *texts[N];
+    for (int i = 0; i < N; i++) {
+        int o = 0;
+        for (int w = 0; w < 4 + i % 9; w++) o += snprintf(buf[i] + o, sizeof buf[i] - (size_t)o, "%s ", words[(i * 7 + w * 3) % 10]);
+        texts[i] = buf[i];
+    }
+    static const int precs[] = {DONTO_PREC_INT16, DONTO_PREC_INT8};
+    for (size_t pi = 0; pi < sizeof precs / sizeof *precs; pi++) {
+        float *first = NULL;
+        for (int nt = 1; nt <= 3; nt++) {
+            donto_encoder_opts o;
+            donto_encoder_default_opts(&o);
+            o.threads = nt;
+            o.precision = (donto_precision)precs[pi];
+            donto_err err = {0};
+            donto_encoder *enc = NULL;
+            if (donto_encoder_open(d, &o, &enc, &err)) {
+                CHECK(0, "open: %s", err.msg);
+                continue;
+            }
+            float *v = calloc((size_t)N * 64, 4);
+            donto_encode_stats st = {0};
+            CHECK(donto_encoder_encode(enc, texts, NULL, N, v, &st, &err) == 0, "encode: %s", err.msg);
+            CHECK(st.tokens > 6 * 96, "only %lld tokens: too few for several row blocks", (long long)st.tokens);
+            donto_encoder_close(enc);
+            if (!first) {
+                first = v;
+                continue;
+            }
+            CHECK(memcmp(v, first, (size_t)N * 64 * 4) == 0, "%s: %d threads differ from 1",
+                  donto_precision_name((donto_precision)precs[pi]), nt);
+            free(v);
+        }
+        free(first);
+    }
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/donto-test-model-%d", (int)getpid());
     mkdir(root, 0755);
@@ -480,6 +529,7 @@ int main(void) {
     test_encoder();
     test_settings();
     test_isa();
+    test_row_blocks();
     test_math();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);

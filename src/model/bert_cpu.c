@@ -126,6 +126,7 @@ void bert_fp32_ops(bert_linear_ops *ops, const donto_bert_weights *w) {
     ops->gemm = fp32_gemm;
     ops->ctx = w;
     ops->scratch_bytes = fp32_scratch;
+    ops->row_block = 0; /* OpenBLAS packs W per call: one block per thread */
     ops->isa = DONTO_ISA_AUTO;
 }
 
@@ -201,31 +202,53 @@ static bufs carve(const donto_bert_config *c, const bert_linear_ops *ops, int T,
 
 enum { EPI_NONE, EPI_GELU, EPI_ADD_LN };
 
+/* Rows [r0, r1) of Y[M,n] = X W^T + b for layer l's matrix `which`, then
+ * the row-local epilogue while they are still in cache: GELU in place, or
+ * X = LN(X + Y). scratch: the calling thread's backend scratch. */
+static void linear_rows(const bert_linear_ops *ops, const bert_kern *kn, int l, int which, const float *X, int k,
+                        int r0, int r1, float *Y, int n, int epi, float *resid, const float *g, const float *beta,
+                        float eps, void *scratch) {
+    const int H = n; /* for EPI_ADD_LN the output width is the hidden size */
+    ops->gemm(ops->ctx, l, which, X + (size_t)r0 * k, r1 - r0, Y + (size_t)r0 * n, 1, scratch);
+    for (int r = r0; r < r1; r++) {
+        float *y = Y + (size_t)r * n;
+        if (epi == EPI_GELU) kn->gelu(y, (size_t)n);
+        else if (epi == EPI_ADD_LN) kn->add_layernorm_row(resid + (size_t)r * H, y, NULL, g, beta, H, eps);
+    }
+}
+
 /* Y[M,n] = X W^T + b for layer l's matrix `which`, then a row-local
- * epilogue, in ONE parallel region: each thread multiplies its own row block
- * and finishes those rows at once (GELU in place, or X = LN(X + Y)) while
- * they are still in cache, with no barrier between GEMM and epilogue. */
+ * epilogue, in ONE parallel region: each thread multiplies a row block and
+ * finishes those rows at once, with no barrier between GEMM and epilogue.
+ * Blocks: one per thread, or (ops->row_block > 0) smaller ones taken as
+ * threads become free. Either way a row is computed by one call whatever
+ * its block, so the split never changes a result. */
 static void linear(const bert_linear_ops *ops, const bert_kern *kn, int l, int which, const float *X, int k, int M,
                    float *Y, int n, int epi, float *resid, const float *g, const float *beta, float eps,
                    const bufs *b, int nthreads) {
-    const int H = n; /* for EPI_ADD_LN the output width is the hidden size */
     int nt = M >= 32 ? nthreads : 1;
-    int per = rows_per_thread(M, nt);
-    nt = (M + per - 1) / per; /* no idle thread when rounding ate a block */
+    int per = rows_per_thread(M, nt); /* <= the rows each thread's scratch was sized for */
+    nt = (M + per - 1) / per;         /* no idle thread when rounding ate a block */
+    if (ops->row_block > 0 && nt > 1 && ops->row_block < per) {
+        const int rb = ops->row_block, nb = (M + rb - 1) / rb;
+#pragma omp parallel num_threads(nt)
+        {
+            void *scr = b->lin + (size_t)omp_get_thread_num() * b->lin_stride;
+#pragma omp for schedule(dynamic, 1)
+            for (int bi = 0; bi < nb; bi++) {
+                const int r0 = bi * rb, r1 = r0 + rb > M ? M : r0 + rb;
+                linear_rows(ops, kn, l, which, X, k, r0, r1, Y, n, epi, resid, g, beta, eps, scr);
+            }
+        }
+        return;
+    }
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int tid = omp_get_thread_num();
         int r0 = tid * per, r1 = r0 + per > M ? M : r0 + per;
-        if (r1 > r0) {
-            ops->gemm(ops->ctx, l, which, X + (size_t)r0 * k, r1 - r0,
-                      Y + (size_t)r0 * n, 1, b->lin + (size_t)tid * b->lin_stride);
-            for (int r = r0; r < r1; r++) {
-                float *y = Y + (size_t)r * n;
-                if (epi == EPI_GELU) kn->gelu(y, (size_t)n);
-                else if (epi == EPI_ADD_LN)
-                    kn->add_layernorm_row(resid + (size_t)r * H, y, NULL, g, beta, H, eps);
-            }
-        }
+        if (r1 > r0)
+            linear_rows(ops, kn, l, which, X, k, r0, r1, Y, n, epi, resid, g, beta, eps,
+                        b->lin + (size_t)tid * b->lin_stride);
     }
 }
 

@@ -32,6 +32,13 @@ typedef struct bert_linear_ops {
     const void *ctx;
     /* Scratch bytes one thread needs for an m-row call. */
     size_t (*scratch_bytes)(const void *ctx, int m);
+    /* How the forward splits a GEMM's rows over its threads. 0: one block
+     * per thread, fixed (OpenBLAS packs W again on every call, so more
+     * calls cost more). > 0: blocks of about this many rows handed out as
+     * threads become free (a backend whose weights are packed once, where a
+     * call costs nothing extra), so a core slowed by other work takes fewer
+     * blocks instead of holding the other threads at the join. */
+    int row_block;
     /* The kernel set of the forward's own loops (GELU, softmax, LayerNorm,
      * attention): AVX2 code on every SIMD set, plain C on portable; set by
      * bert_fp32_ops / bert_quant_ops (DONTO_ISA_AUTO there: the best). */

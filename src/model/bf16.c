@@ -83,5 +83,6 @@ void bert_bf16_ops(bert_linear_ops *ops, const bert_bf16 *b) {
     ops->gemm = b_gemm;
     ops->ctx = b;
     ops->scratch_bytes = b_scratch;
+    ops->row_block = 0; /* OpenBLAS packs W per call */
     ops->isa = DONTO_ISA_AUTO;
 }

@@ -191,6 +191,10 @@ void bert_quant_ops(bert_linear_ops *ops, const bert_quant *q) {
     ops->gemm = q->bits == 8 ? q_gemm8 : q_gemm;
     ops->ctx = q;
     ops->scratch_bytes = q_scratch;
+    /* Weights are packed once, so a call has no setup to repeat: blocks
+     * of 96 rows (4 of the GEMM's 24-row tiles) go to whichever thread is
+     * free. */
+    ops->row_block = 96;
     ops->isa = q->isa;
 }
 
