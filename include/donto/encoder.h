@@ -34,7 +34,8 @@ typedef enum {
     DONTO_PREC_BF16 = 2,  /* bf16 weights and activations, fp32 accumulation: CUDA tensor cores; on the
                              CPU OpenBLAS sbgemm (fast only with AVX-512 BF16; src/model/bf16.h) */
     DONTO_PREC_INT8 = 3,  /* CPU: u8 per-row activations x s8 weights (AVX2 vpmaddubsw), calibrated outlier
-                             channels in fp32; below the 0.999 cosine gate on MiniLM (docs/engine.md) */
+                             channels in fp32, FFN output on int16; below the 0.999 cosine gate on some
+                             texts (docs/engine.md), never a default */
 } donto_precision;
 
 /* Where the forward pass runs. DONTO_DEVICE_CUDA needs a build with

@@ -252,8 +252,9 @@ static int calibrate_int8(donto_encoder *e, donto_err *err) {
     int nout = DONTO_INT8_NOUT;
     const char *env = getenv("DONTO_INT8_OUTLIERS");
     if (env && *env) nout = atoi(env);
-    /* DONTO_INT8_KEEP16: bitmask of the matrices kept at int16 (experiments). */
-    unsigned keep16 = 0;
+    /* DONTO_INT8_KEEP16: bitmask of the matrices kept at int16 (experiments;
+     * default FFN-out, quant.h; 0 for pure int8). */
+    unsigned keep16 = DONTO_INT8_KEEP16_DEFAULT;
     if ((env = getenv("DONTO_INT8_KEEP16")) && *env) keep16 = (unsigned)strtoul(env, NULL, 0);
     int rc = bert_quant_init8(&e->quant, e->w, e->isa, ids, off, ns, nout, keep16, err);
     free(ids);

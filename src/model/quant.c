@@ -19,6 +19,7 @@ struct bert_quant {
     donto_qweight8 (*w8)[4];  /* the same (int8) */
     const float *(*bias)[4]; /* the fp32 biases, same order */
     donto_isa isa;           /* the kernel set of every GEMM */
+    char name[128];          /* the kernels, for logs and --stats */
 };
 
 void bert_quant_free(bert_quant *q) {
@@ -148,6 +149,16 @@ int bert_quant_init8(bert_quant **out, const donto_bert_weights *w, donto_isa is
                 rc = donto_preerr(err, "quantizing layer %d (int8)", l);
         }
     }
+    if (!rc) {
+        /* Name the mix: "int8 ... + int16 ... for ffn_out". */
+        static const char *const mat[4] = {"qkv", "attn_out", "ffn_in", "ffn_out"};
+        int o = snprintf(q->name, sizeof q->name, "%s", donto_qgemm8_kernel_name(isa));
+        if (keep16 & 15u) {
+            o += snprintf(q->name + o, sizeof q->name - (size_t)o, " + %s for", donto_qgemm_kernel_name(isa));
+            for (int i = 0; i < 4; i++)
+                if (keep16 >> i & 1) o += snprintf(q->name + o, sizeof q->name - (size_t)o, " %s", mat[i]);
+        }
+    }
     if (rc) bert_quant_free(q);
     else *out = q;
 done:
@@ -199,5 +210,5 @@ void bert_quant_ops(bert_linear_ops *ops, const bert_quant *q) {
 }
 
 const char *bert_quant_kernel_name(const bert_quant *q) {
-    return q->bits == 8 ? donto_qgemm8_kernel_name(q->isa) : donto_qgemm_kernel_name(q->isa);
+    return q->bits == 8 ? q->name : donto_qgemm_kernel_name(q->isa);
 }
