@@ -164,11 +164,11 @@ const char *donto_blas_steer_state(void);
 /* Which kernels an open encoder runs, for logs and --stats. */
 typedef struct donto_encoder_kernels {
     char isa[16];        /* the kernel set in use: "avx2" ("" on CUDA) */
-    char gemm[64];       /* the dense layers: "openblas", "int16 vpmaddwd ymm", "cuda" */
+    char gemm[128];      /* the dense layers: "openblas", "int16 vpmaddwd ymm", "cuda" */
     char blas_core[48];  /* OpenBLAS's kernels (openblas_get_corename(): "Zen", "Prescott") */
     int blas_weaker;     /* 1: OpenBLAS's kernels are for an older CPU than this one */
     char blas_steer[256]; /* donto_blas_steer_state() */
-    char summary[512];   /* one line: "isa avx2, fp32 GEMM openblas (core Zen)" */
+    char summary[640];   /* one line: "isa avx2, fp32 GEMM openblas (core Zen)" */
 } donto_encoder_kernels;
 void donto_encoder_kernels_get(const donto_encoder *enc, donto_encoder_kernels *out);
 
