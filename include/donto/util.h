@@ -75,6 +75,9 @@ void donto_log(int level, const char *fmt, ...) DONTO_PRINTF(2, 3);
 
 /* Monotonic clock in seconds. */
 double donto_now(void);
+/* Wall clock: milliseconds since the Unix epoch (timestamps stored in the
+ * database, lease deadlines, as-of instants). */
+int64_t donto_unix_ms(void);
 
 /* Read a whole file into a NUL-terminated heap buffer. */
 int donto_read_file(const char *path, char **out, size_t *len, donto_err *err);

@@ -31,11 +31,6 @@
 #define DONTO_VERSION "unknown"
 #endif
 
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- serve ------------------------------------------------------------------ */
 
@@ -366,9 +361,7 @@ int donto_status_cmd(int argc, char **argv) {
     donto_err err = {0};
     donto_store *s = NULL;
     donto_target_stats st[DONTO_TARGET_N];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* leases expire in Unix ms */
-    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, per_min = 0;
+    int64_t now = donto_unix_ms(), per_min = 0; /* leases expire in Unix ms */
     if (cli_open_db("status", db, CLI_DB_STORE, &s)) return 1;
     if (donto_store_stats(s, now, st, &err) || donto_store_embedded_since(s, now - 60000, &per_min, &err)) {
         fprintf(stderr, "donto-embed status: %s\n", err.msg);
@@ -478,7 +471,7 @@ int donto_token_cmd(int argc, char **argv) {
             fprintf(stderr, "donto-embed token: getrandom: %s\n", strerror(errno));
         } else if (EVP_Digest(tok, 64, hash, &hl, EVP_sha256(), NULL) != 1 || hl != 32) {
             fprintf(stderr, "donto-embed token: SHA-256 failed\n");
-        } else if (donto_store_token_add(s, name, role, hash, now_ms(), &err)) {
+        } else if (donto_store_token_add(s, name, role, hash, donto_unix_ms(), &err)) {
             fprintf(stderr, "donto-embed token: add %s: %s\n", name, err.msg);
         } else {
             printf("%s\n", tok);

@@ -22,11 +22,6 @@
 #include "donto/sheaf_export.h"
 #include "sheaf_progress.h"
 
-static int64_t wall_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 
 static int open_fail(const char *prog, const char *url, const donto_err *err) {
@@ -89,7 +84,7 @@ int donto_sheaf_export_main(int argc, char **argv) {
     if (!as_of_s) return donto_opt_usage_error(&cmd, "--as-of is required");
     if (json && !strcmp(out, "-")) return donto_opt_usage_error(&cmd, "--json needs --out FILE (stdout carries the summary)");
     donto_err err = {0};
-    int64_t now = wall_ms();
+    int64_t now = donto_unix_ms();
     if (donto_sheafx_parse_time(as_of_s, &o.as_of, &err)) return donto_opt_usage_error(&cmd, "--as-of: %s", err.msg);
     o.until = now;
     if (until_s && donto_sheafx_parse_time(until_s, &o.until, &err)) return donto_opt_usage_error(&cmd, "--until: %s", err.msg);
@@ -265,7 +260,7 @@ int donto_sheaf_stamp_main(int argc, char **argv) {
     if (donto_sheafx_parse_time(as_of_s, &a, &err)) return donto_opt_usage_error(&cmd, "--as-of: %s", err.msg);
     if (donto_sheafx_parse_time(until_s, &u, &err)) return donto_opt_usage_error(&cmd, "--until: %s", err.msg);
     if (u <= a) return donto_opt_usage_error(&cmd, "--until must be later than --as-of");
-    if (u > wall_ms()) return donto_opt_usage_error(&cmd, "--until %s is in the future", until_s);
+    if (u > donto_unix_ms()) return donto_opt_usage_error(&cmd, "--until %s is in the future", until_s);
     donto_store *s = NULL;
     if (donto_sheafx_open(db, &s, &err)) return open_fail(PROG, db, &err);
     donto_sheafx_stamp_stats st;

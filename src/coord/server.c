@@ -248,9 +248,7 @@ typedef struct {
 
 static int64_t wall_ms(void *ctx) {
     (void)ctx;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return donto_unix_ms();
 }
 
 static void inflight_add(donto_coord *c, int d) {

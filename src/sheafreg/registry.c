@@ -56,11 +56,6 @@ static char *dupn(const void *p, size_t n) {
     return s;
 }
 
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int missing_tables(donto_err *err, const char *detail) {
     return donto_seterrc(err, DONTO_E_NOT_FOUND,
@@ -284,7 +279,7 @@ int donto_sheaf_registry_add(donto_store *s, const char *name, const char *task,
         return donto_seterrc(err, DONTO_E_INVALID, "a model needs a name and a task");
     if (get_db(s, &db, err) || q_begin(&db, err)) return -1;
     char now[32];
-    snprintf(now, sizeof now, "%lld", (long long)now_ms());
+    snprintf(now, sizeof now, "%lld", (long long)donto_unix_ms());
     const char *pt[1] = {task};
     if (activate && q_run(&db, "UPDATE donto_sheaf_model SET state = 'retired' WHERE task = ?1 AND state = 'active'",
                           "UPDATE donto_sheaf_model SET state = 'retired' WHERE task = $1 AND state = 'active'", 1, pt,
@@ -377,7 +372,7 @@ int donto_sheaf_registry_activate(donto_store *s, const char *ref, int64_t *prev
               NULL, err))
         goto fail;
     char now[32];
-    snprintf(now, sizeof now, "%lld", (long long)now_ms());
+    snprintf(now, sizeof now, "%lld", (long long)donto_unix_ms());
     const char *p2[2] = {id, now};
     if (q_run(&db,
               "UPDATE donto_sheaf_model SET state = 'active', activated_at = CAST(?2 AS INTEGER)"

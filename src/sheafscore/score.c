@@ -206,7 +206,7 @@ int donto_sheaf_score(donto_store *s, const donto_sheaf_score_opts *o, donto_she
     donto_sheafx_opts xo;
     donto_sheafx_opts_init(&xo);
     xo.model = o->model && *o->model ? o->model : xo.model;
-    xo.as_of = sc_now_ms();
+    xo.as_of = donto_unix_ms();
     xo.progress = o->progress, xo.ctx = o->ctx;
     if (donto_sheafx_live_read(s, &xo, st->since, &L, err)) goto done;
     st->read_s = L.seconds;

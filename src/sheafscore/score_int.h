@@ -11,7 +11,6 @@
 
 enum { SC_ARG_LINK = 0, SC_IDENTITY = 1, SC_CLAIM_SCORE = 2 };
 int sc_task_parse(const char *task); /* SC_*, -1 unknown */
-int64_t sc_now_ms(void);
 
 /* The watermark of the last finished run of (task, model_id); INT64_MIN when none. */
 int sc_last_watermark(donto_store *s, const char *task, int64_t model_id, int64_t *wm, donto_err *err);

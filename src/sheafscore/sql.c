@@ -28,11 +28,6 @@ int sc_task_parse(const char *t) {
     return -1;
 }
 
-int64_t sc_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 typedef struct sbuf {
     char *b;
@@ -213,7 +208,7 @@ int sc_writer_propose(sc_writer *w, const char *src, const char *dst, const char
 static int commit_lite(sc_writer *w, int64_t *rows, int64_t *proposed, donto_err *err) {
     sqlite3 *d = w->db.sqlite;
     if (sqlite3_exec(d, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) return lite_fail(d, err, "begin");
-    int64_t now = sc_now_ms(), added = 0;
+    int64_t now = donto_unix_ms(), added = 0;
     for (size_t i = 0; i < w->n; i++) {
         if (w->first[i]) {
             sqlite3_reset(w->del);
@@ -341,7 +336,7 @@ int sc_writer_finish(sc_writer *w, int64_t watermark, int64_t rows, donto_err *e
         sqlite3_bind_int64(q, 2, w->model_id);
         sqlite3_bind_int64(q, 3, watermark);
         sqlite3_bind_int64(q, 4, rows);
-        sqlite3_bind_int64(q, 5, sc_now_ms());
+        sqlite3_bind_int64(q, 5, donto_unix_ms());
         int r = sqlite3_step(q);
         sqlite3_finalize(q);
         return r == SQLITE_DONE ? 0 : lite_fail(w->db.sqlite, err, "run row");

@@ -12,11 +12,6 @@
 #include <time.h>
 
 
-static int64_t wall_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int fail(sqlite3 *db, donto_err *err, const char *step) {
     return donto_seterr(err, "sqlite: %s: %s", step, sqlite3_errmsg(db));
@@ -97,7 +92,7 @@ static int sq_put(donto_store *s, sub_kind k, const char *const *cells, size_t n
     sqlite3_stmt *st = prep(db, PUT_SQL[k], "prepare insert", err);
     if (!st) return -1;
     int nc = SUB_NCOLS[k];
-    int64_t now = wall_ms();
+    int64_t now = donto_unix_ms();
     for (size_t r = 0; r < nrows; r++) {
         for (int c = 0; c < nc; c++) bind_opt(st, c + 1, cells[r * (size_t)nc + (size_t)c]);
         if (k == SUB_STATEMENT || k == SUB_CHUNK || k == SUB_ARGUMENT)
@@ -129,7 +124,7 @@ static int sq_retract(donto_store *s, const char *const *ids, size_t n, size_t *
                                       "prepare retract", err)
                                : NULL;
     int ok = up && del && (has || !status);
-    int64_t now = wall_ms();
+    int64_t now = donto_unix_ms();
     for (size_t i = 0; ok && i < n; i++) {
         sqlite3_bind_text(up, 1, ids[i], -1, SQLITE_STATIC);
         sqlite3_bind_int64(up, 2, now);

@@ -100,6 +100,12 @@ void donto_log(int level, const char *fmt, ...) {
     fputs(line, stderr);
 }
 
+int64_t donto_unix_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 double donto_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
