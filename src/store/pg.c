@@ -479,7 +479,7 @@ static int pg_enqueue(donto_store *b, const donto_enqueue_item *items, size_t n,
      * claim with another id could never be stored there (store.h). */
     if (b->vectors == DONTO_VECTORS_DONTO)
         for (size_t i = 0; i < n; i++)
-            if (items[i].target == DONTO_TARGET_CLAIM && !donto_is_uuid(items[i].item_id))
+            if (items[i].target == DONTO_TARGET_CLAIM && !donto_store_is_uuid(items[i].item_id))
                 return donto_seterrc(err, DONTO_E_INVALID,
                                      "postgres: enqueue: claim id '%.100s' is not a uuid, and donto_vector keys "
                                      "statements by uuid (vectors donto)",
@@ -695,7 +695,7 @@ static void sb_float4s(sbuf *b, const float *v, int dims) {
 
 /* Does this accepted item's embedding go to donto_vector (store.h)? */
 static int pg_to_donto(const pg_store *s, const donto_submit_item *it) {
-    return s->base.vectors == DONTO_VECTORS_DONTO && it->target == DONTO_TARGET_CLAIM && donto_is_uuid(it->item_id);
+    return s->base.vectors == DONTO_VECTORS_DONTO && it->target == DONTO_TARGET_CLAIM && donto_store_is_uuid(it->item_id);
 }
 
 static int pg_vectors_check(donto_store *b, donto_err *err);

@@ -154,7 +154,7 @@ donto_reject donto_submit_verdict_stored(const char *worker_id, int64_t given_le
 
 char *donto_strdup_or_null(const char *s) { return s ? donto_xstrdup(s) : NULL; }
 
-int donto_is_uuid(const char *s) {
+int donto_store_is_uuid(const char *s) {
     if (!s) return 0;
     for (int i = 0; i < 36; i++) {
         char c = s[i];
