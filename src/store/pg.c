@@ -31,6 +31,14 @@
  * every leased row is rewritten with a new lease_expires and so costs an
  * entry in each index on that column (migration 6 dropped the second one).
  *
+ * Vectors in donto's table (a handle set to DONTO_VECTORS_DONTO, store.h,
+ * docs/substrate.md): a claim's embedding is upserted into donto_vector in
+ * the submit's one statement (a float4[] parameter in binary, sliced per
+ * item), its row in `vectors` stays as the ledger with an empty vec, and the
+ * reads (Q_*_D) join donto_vector for ledger rows without bytes. Verdicts,
+ * fencing and counts stay on the queue and the ledger, unchanged. The table
+ * is checked once per handle before the first use (pg_vectors_check).
+ *
  * Every statement is parameterized and prepared once per connection. */
 #include "store_int.h"
 
