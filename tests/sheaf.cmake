@@ -73,3 +73,10 @@ add_test(NAME sheaf_load COMMAND sh ${PROJECT_SOURCE_DIR}/tests/sheaf_load.sh $<
          ${DONTO_PYTHON} ${DONTO_TESTDATA}/sheaf_load)
 set_tests_properties(sheaf_load PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                      ENVIRONMENT "DONTO_GEOM_GCN_DIR=${DONTO_GEOM_GCN_DIR}")
+
+# The export with claims' vectors in donto's donto_vector (--vectors donto,
+# issue 20) equals the export with them in vectors, byte for byte.
+add_test(NAME sheafx_pg_donto
+         COMMAND ${PROJECT_SOURCE_DIR}/scripts/pg-test-server sh ${PROJECT_SOURCE_DIR}/tests/sheafx_donto.sh
+                 $<TARGET_FILE:donto-embed> $<TARGET_FILE:donto-sheaf>)
+set_tests_properties(sheafx_pg_donto PROPERTIES TIMEOUT 300 LABELS sheaf ENVIRONMENT "PG_TEST_TIMEOUT=240")

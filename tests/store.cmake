@@ -26,3 +26,12 @@ set_tests_properties(test_store PROPERTIES
   TIMEOUT 600
   LABELS store
   ENVIRONMENT "${DONTO_STORE_ENV}")
+# Vectors in donto's table (store.h DONTO_VECTORS_DONTO, docs/substrate.md):
+# `test_store donto` runs only that case, on SQLite (refused) and on a
+# throwaway PostgreSQL (seconds).
+add_test(NAME store_pg_donto
+         COMMAND ${PROJECT_SOURCE_DIR}/scripts/pg-test-server $<TARGET_FILE:test_store> donto)
+set_tests_properties(store_pg_donto PROPERTIES
+  TIMEOUT 120
+  LABELS store
+  ENVIRONMENT "${DONTO_STORE_ENV};PG_TEST_TIMEOUT=100")

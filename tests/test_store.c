@@ -875,6 +875,190 @@ static void test_vectors_read(void) {
     donto_store_close(s);
 }
 
+/* One value of a query on the case's PostgreSQL database (fixed text), as a
+ * string in out ("" on failure or no row). */
+static void pg_value(const char *sql, char *out, size_t cap) {
+    out[0] = 0;
+    PGconn *c = PQconnectdb(g_url);
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0) snprintf(out, cap, "%s", PQgetvalue(r, 0, 0));
+    else fprintf(stderr, "pg_value: %s", PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+}
+#define PG_IS(sql, want)                                                                  \
+    do {                                                                                  \
+        char v_[512];                                                                     \
+        pg_value(sql, v_, sizeof v_);                                                     \
+        CHECK(!strcmp(v_, want), "%s -> '%s', want '%s'", sql, v_, want);                 \
+    } while (0)
+
+#define U1 "00000000-0000-4000-8000-000000000001"
+#define U2 "00000000-0000-4000-8000-000000000002"
+#define U3 "00000000-0000-4000-8000-000000000003"
+
+/* Vectors in donto's table (store.h, DONTO_VECTORS_DONTO): SQLite refuses
+ * the layout; PostgreSQL makes donto_vector when absent, writes claims'
+ * embeddings there (float4[], dimensions, model_id, model_version) and reads
+ * them back, upserts on donto's UNIQUE key, keeps fencing exactly-once,
+ * counts, withdraws at suspension; other targets stay in `vectors`; a
+ * donto_vector that donto made is used as it is, one of another shape is
+ * refused. */
+static void test_vectors_donto(void) {
+    donto_err err = {0};
+    donto_store *s = fresh();
+    if (strcmp(g_backend, "pg") != 0) {
+        CHECK(donto_store_set_vectors(s, DONTO_VECTORS_DONTO, &err) == -1, "sqlite accepted vectors donto");
+        CHECK(donto_err_code(&err) == DONTO_E_INVALID && strstr(err.msg, "PostgreSQL"),
+              "sqlite refusal: %s (%s)", err.msg, donto_code_name(donto_err_code(&err)));
+        CHECK(donto_store_set_vectors(s, DONTO_VECTORS_OWN, &err) == 0, "sqlite: vectors own: %s", err.msg);
+        donto_store_close(s);
+        return;
+    }
+    CHECK(donto_store_set_vectors(s, DONTO_VECTORS_DONTO, &err) == 0, "pg: vectors donto: %s", err.msg);
+    /* fresh() migrated with the default layout: no donto_vector yet. */
+    CHECK(donto_store_vectors_check(s, &err) == -1 && donto_err_code(&err) == DONTO_E_NOT_FOUND,
+          "check before migrate: %s", err.msg);
+    CHECK(donto_store_migrate(s, &err) == 0, "pg: migrate with vectors donto: %s", err.msg);
+    CHECK(donto_store_vectors_check(s, &err) == 0, "pg: check after migrate: %s", err.msg);
+    PG_IS("SELECT count(*) FROM donto_migrations WHERE module = 'donto_vector'", "1");
+    PG_IS("SELECT count(*) FROM pg_indexes WHERE tablename = 'donto_vector'", "4"); /* pkey, unique, 2 */
+
+    /* A claim that is not a uuid cannot go to donto_vector: refused at once. */
+    donto_enqueue_item bad = E(DONTO_TARGET_CLAIM, "c-1", "m");
+    size_t added = 0;
+    CHECK(donto_store_enqueue(s, &bad, 1, &added, &err) == -1 && donto_err_code(&err) == DONTO_E_INVALID,
+          "non-uuid claim enqueued: %s", err.msg);
+    /* donto already holds a vector for U3 under model m (another version). */
+    CHECK(raw_sql("INSERT INTO donto_vector (subject_type, subject_id, model_id, model_version, dimensions, embedding)"
+                  " VALUES ('statement', '" U3 "', 'm', 'donto-old', 2, '{1,0}')") == 0,
+          "seed donto_vector");
+    PG_IS("SELECT vector_id IS NOT NULL FROM donto_vector WHERE subject_id = '" U3 "'", "t");
+    char vid[64];
+    pg_value("SELECT vector_id FROM donto_vector WHERE subject_id = '" U3 "'", vid, sizeof vid);
+    donto_enqueue_item e[4] = {E(DONTO_TARGET_CLAIM, U1, "m"), E(DONTO_TARGET_CLAIM, U2, "m"),
+                               E(DONTO_TARGET_CLAIM, U3, "m"), E(DONTO_TARGET_ENTITY, "wn:dog", "m")};
+    CHECK(donto_store_enqueue(s, e, 4, &added, &err) == 0 && added == 4, "enqueue: %s", err.msg);
+    donto_lease_batch a = {0};
+    CHECK(donto_store_lease(s, "w1", 10, -1, 1000, 500, &a, &err) == 0 && a.n == 4, "lease: %s", err.msg);
+    /* w1's lease expires, w2 takes the claims: w1's late submit is fenced off. */
+    donto_lease_batch b2 = {0};
+    CHECK(donto_store_lease(s, "w2", 10, DONTO_TARGET_CLAIM, 2000, 100000, &b2, &err) == 0 && b2.n == 3,
+          "re-lease: %s", err.msg);
+    float v[4][4];
+    donto_submit_item si[4];
+    donto_reject rj[4];
+    for (size_t i = 0; i < a.n; i++) {
+        si[i] = S(&a.items[i]);
+        for (int j = 0; j < 4; j++) v[i][j] = (float)(i + 1) * 0.125f + (float)j;
+        si[i].vector = v[i];
+    }
+    donto_submit_result res = {.reject = rj};
+    CHECK(donto_store_submit(s, "w1", si, a.n, 2100, &res, &err) == 0, "w1 submit: %s", err.msg);
+    int exp = 0, ok = 0;
+    for (size_t i = 0; i < a.n; i++) exp += rj[i] == DONTO_REJECT_LEASE_EXPIRED, ok += rj[i] == DONTO_REJECT_NONE;
+    CHECK(exp == 3 && ok == 1, "w1: %d lease_expired (want 3), %d accepted (the entity)", exp, ok);
+    PG_IS("SELECT count(*) FROM donto_vector WHERE model_id = 'm' AND model_version = 'donto-old'", "1");
+    /* w2 submits: U1, U2 new rows; U3 donto's row updated in place. */
+    float w[3][4];
+    donto_submit_item s2[3];
+    for (size_t i = 0; i < b2.n; i++) {
+        s2[i] = S(&b2.items[i]);
+        int k = b2.items[i].item_id[35] - '0';
+        for (int j = 0; j < 4; j++) w[i][j] = (float)k + 0.25f * (float)j;
+        s2[i].vector = w[i];
+    }
+    res = (donto_submit_result){.reject = rj};
+    CHECK(donto_store_submit(s, "w2", s2, b2.n, 3000, &res, &err) == 0 && res.upserted == 3 && res.repeated == 0,
+          "w2 submit: %s (%zu upserted)", err.msg, res.upserted);
+    /* The same submit again: exactly once (repeats, nothing written). */
+    res = (donto_submit_result){.reject = rj};
+    CHECK(donto_store_submit(s, "w2", s2, b2.n, 4000, &res, &err) == 0 && res.upserted == 3 && res.repeated == 3,
+          "w2 resubmit: %s (%zu repeated)", err.msg, res.repeated);
+    PG_IS("SELECT count(*) FROM donto_vector", "3");
+    PG_IS("SELECT count(*) FROM donto_vector WHERE subject_type = 'statement' AND model_id = 'm' AND dimensions = 4"
+          " AND array_length(embedding, 1) = 4 AND model_version = '" DONTO_VECTOR_MODEL_VERSION "'",
+          "3");
+    PG_IS("SELECT embedding::text FROM donto_vector WHERE subject_id = '" U2 "'", "{2,2.25,2.5,2.75}");
+    char vid2[64];
+    pg_value("SELECT vector_id FROM donto_vector WHERE subject_id = '" U3 "'", vid2, sizeof vid2);
+    CHECK(vid[0] && !strcmp(vid, vid2), "donto's row of U3 kept its vector_id (%s, now %s)", vid, vid2);
+    /* The ledger: claims with an empty vec, the entity with its bytes. */
+    PG_IS("SELECT string_agg(target || ':' || octet_length(vec), ',' ORDER BY target, item_id) FROM vectors",
+          "0:0,0:0,0:0,2:16");
+    /* Read back, counted. */
+    int64_t cnt = -1, maxc = -1;
+    CHECK(donto_store_vectors_mark(s, DONTO_TARGET_CLAIM, "m", INT64_MIN, &cnt, &maxc, &err) == 0, "mark: %s", err.msg);
+    CHECK(cnt == 3 && maxc == 3000, "mark: %lld vectors, max created %lld", (long long)cnt, (long long)maxc);
+    donto_vec_page p;
+    CHECK(donto_store_vectors_page(s, DONTO_TARGET_CLAIM, "m", INT64_MIN, NULL, 10, &p, &err) == 0, "page: %s", err.msg);
+    CHECK(p.n == 3 && p.dims == 4, "page: %zu rows of %d dims", p.n, p.dims);
+    for (size_t i = 0; i < p.n; i++) {
+        int k = p.item_ids[i][35] - '0';
+        CHECK(p.vecs[i * 4] == (float)k && p.vecs[i * 4 + 3] == (float)k + 0.75f, "read back %s", p.item_ids[i]);
+    }
+    donto_vec_page_free(&p);
+    CHECK(donto_store_vectors_page(s, DONTO_TARGET_ENTITY, "m", INT64_MIN, NULL, 10, &p, &err) == 0 && p.n == 1 &&
+              p.vecs[3] == p.vecs[0] + 3.0f,
+          "entity page: %s", err.msg);
+    donto_vec_page_free(&p);
+    donto_target_stats st[DONTO_TARGET_N];
+    get_stats(s, 5000, st);
+    CHECK(st[DONTO_TARGET_CLAIM].embedded == 3 && st[DONTO_TARGET_CLAIM].total == 3 &&
+              st[DONTO_TARGET_ENTITY].embedded == 1,
+          "stats: claims %lld/%lld, entities %lld", (long long)st[0].embedded, (long long)st[0].total,
+          (long long)st[2].embedded);
+    /* A row donto deleted is no vector any more for reads. */
+    CHECK(raw_sql("DELETE FROM donto_vector WHERE subject_id = '" U1 "'") == 0, "delete in donto_vector");
+    CHECK(donto_store_vectors_mark(s, DONTO_TARGET_CLAIM, "m", INT64_MIN, &cnt, &maxc, &err) == 0 && cnt == 2,
+          "mark after donto's delete: %lld", (long long)cnt);
+    CHECK(donto_store_vectors_page(s, DONTO_TARGET_CLAIM, "m", INT64_MIN, NULL, 10, &p, &err) == 0 && p.n == 2,
+          "page after donto's delete: %zu", p.n);
+    donto_vec_page_free(&p);
+    donto_lease_batch_free(&a);
+    donto_lease_batch_free(&b2);
+
+    /* Suspension withdraws a token's unverified claim from donto_vector too. */
+    donto_enqueue_item e4 = E(DONTO_TARGET_CLAIM, U1, "m");
+    CHECK(raw_sql("DELETE FROM vectors WHERE item_id = '" U1 "'") == 0, "forget U1");
+    CHECK(donto_store_enqueue(s, &e4, 1, &added, &err) == 0 && added == 1, "requeue U1: %s", err.msg);
+    CHECK(donto_store_lease(s, "tok/w3", 1, -1, 6000, 100000, &a, &err) == 0 && a.n == 1, "lease U1: %s", err.msg);
+    si[0] = S(&a.items[0]);
+    si[0].vector = v[0];
+    res = (donto_submit_result){.reject = rj};
+    CHECK(donto_store_submit(s, "tok/w3", si, 1, 6100, &res, &err) == 0 && rj[0] == DONTO_REJECT_NONE, "tok submit: %s",
+          err.msg);
+    donto_lease_batch_free(&a);
+    PG_IS("SELECT count(*) FROM donto_vector WHERE subject_id = '" U1 "'", "1");
+    int64_t withdrawn = 0;
+    CHECK(donto_store_suspend(s, "tok", "test", 7000, &withdrawn, &err) == 0 && withdrawn == 1, "suspend: %s (%lld)",
+          err.msg, (long long)withdrawn);
+    PG_IS("SELECT count(*) FROM donto_vector WHERE subject_id = '" U1 "'", "0");
+    PG_IS("SELECT count(*) FROM queue WHERE item_id = '" U1 "'", "1");
+    donto_store_close(s);
+
+    /* donto's own donto_vector (an extra column of its own) is used as it is,
+     * never altered; one of another shape is refused, clearly. */
+    s = fresh();
+    CHECK(raw_sql("CREATE TABLE donto_vector (vector_id uuid PRIMARY KEY DEFAULT gen_random_uuid(),"
+                  " subject_type text NOT NULL, subject_id uuid NOT NULL, model_id text NOT NULL, model_version text,"
+                  " dimensions int NOT NULL, embedding float4[] NOT NULL, created_at timestamptz NOT NULL DEFAULT now(),"
+                  " donto_note text, UNIQUE (subject_type, subject_id, model_id))") == 0,
+          "donto's table");
+    CHECK(donto_store_set_vectors(s, DONTO_VECTORS_DONTO, &err) == 0 && donto_store_migrate(s, &err) == 0,
+          "migrate over donto's table: %s", err.msg);
+    PG_IS("SELECT count(*) FROM pg_attribute WHERE attrelid = 'donto_vector'::regclass AND attname = 'donto_note'", "1");
+    donto_store_close(s);
+    s = fresh();
+    CHECK(raw_sql("CREATE TABLE donto_vector (subject_type text, subject_id uuid, model_id text, model_version text,"
+                  " dimensions int, embedding bytea, UNIQUE (subject_type, subject_id, model_id))") == 0,
+          "a table of another shape");
+    CHECK(donto_store_set_vectors(s, DONTO_VECTORS_DONTO, &err) == 0, "%s", err.msg);
+    CHECK(donto_store_migrate(s, &err) == -1 && donto_err_code(&err) == DONTO_E_INVALID && strstr(err.msg, "embedding"),
+          "another shape: %s", err.msg);
+    donto_store_close(s);
+}
+
 /* PostgreSQL restarted under a coordinator: the call that meets the dead
  * connection fails cleanly, the next one reconnects (and re-prepares). */
 static void test_pg_reconnect(void) {
@@ -1169,6 +1353,7 @@ static void run_suite(const char *backend, int nitems) {
     test_throughput();
     test_odd_ids_and_bytes();
     test_vectors_read();
+    test_vectors_donto();
     test_pg_reconnect();
     test_concurrency(nitems);
     test_concurrency_expiry(nitems / 10 > 1000 ? nitems / 10 : 1000);
@@ -1190,6 +1375,17 @@ int main(int argc, char **argv) {
     g_pg_url = getenv("DONTO_TEST_PG_URL");
     if (g_pg_url && !*g_pg_url) g_pg_url = NULL;
 
+    if (only && strcmp(only, "donto") == 0) { /* store_pg_donto: the donto layout's case on both */
+        snprintf(g_tmpdir, sizeof g_tmpdir, "%s/donto-store-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        if (!mkdtemp(g_tmpdir)) return perror("mkdtemp"), 1;
+        g_backend = "sqlite";
+        test_vectors_donto();
+        rm_tmpdir();
+        if (!g_pg_url) CHECK(0, "test_store donto: DONTO_TEST_PG_URL is not set (run via scripts/pg-test-server)");
+        g_backend = "pg";
+        if (g_pg_url) test_vectors_donto();
+        return check_report("test_store donto");
+    }
     if (!only || strcmp(only, "sqlite") == 0) {
         snprintf(g_tmpdir, sizeof g_tmpdir, "%s/donto-store-XXXXXX",
                  getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");

@@ -83,10 +83,13 @@ extern char **environ;
  *     that only /release can explain an empty queue). */
 #define PIPELINE_TTL_S (g_texts ? 20 : 8)
 #define SLOW_TTL_S 3
+/* Claims' ids under --vectors donto: UUID_PREFIX-%012d is a uuid. */
+#define UUID_PREFIX "c0000000-0000-4000-8000"
 
 static char g_exe[1024], g_dir[256], g_db[1200], g_log[1300], g_model[512], g_tokfile[1300];
 static char g_tok[80], g_url[128];
 static int g_port, g_pg;
+static int g_donto; /* fabric ... donto: serve --vectors donto, claims' ids are uuids */
 static const char *g_model_name = MODEL;
 static char **g_texts; /* fabric mode: the corpus texts, else NULL */
 static int g_ntexts;
@@ -123,7 +126,7 @@ static int serve_start(int ttl) {
         snprintf(listen, sizeof listen, "127.0.0.1:%d", g_port);
         snprintf(ttls, sizeof ttls, "%d", ttl);
         char *argv[] = {g_exe, "serve", "--db", g_db, "--listen", listen, "--threads", "4", "--pool", "4",
-                        "--lease-ttl", ttls, "--drain", "10", NULL};
+                        "--lease-ttl", ttls, "--drain", "10", "--vectors", g_donto ? "donto" : "own", NULL};
         size_t before = 0;
         struct stat stb;
         if (stat(g_log, &stb) == 0) before = (size_t)stb.st_size;
@@ -228,11 +231,14 @@ static void enqueue_texts(int target, const char *prefix, int n, const char *mod
         CHECK(0, "open %s: %s", g_db, e.msg);
         return;
     }
+    if (g_donto) CHECK(donto_store_set_vectors(s, DONTO_VECTORS_DONTO, &e) == 0, "vectors donto: %s", e.msg);
     donto_enqueue_item *it = calloc((size_t)n, sizeof *it);
-    char (*ids)[32] = calloc((size_t)n, sizeof *ids);
+    char (*ids)[48] = calloc((size_t)n, sizeof *ids);
     char (*txt)[LONG_TEXT_MAX] = calloc((size_t)n, sizeof *txt);
     for (int i = 0; i < n; i++) {
-        snprintf(ids[i], sizeof ids[i], "%s-%05d", prefix, i);
+        /* donto's layout keys claims by uuid: PREFIX-%012d then reads as
+         * one when PREFIX is its first four groups (UUID_PREFIX). */
+        snprintf(ids[i], sizeof ids[i], g_donto ? "%s-%012d" : "%s-%05d", prefix, i);
         it[i] = (donto_enqueue_item){(donto_target)target, ids[i], fn(i, txt[i], sizeof txt[i]), model};
     }
     /* Big batches in one call would hold SQLite's writer lock for long; the
@@ -297,7 +303,68 @@ static int64_t contributor_sum(const char *prefix) {
 /* Stored vectors of target: calls fn(item_id, floats, dims). */
 typedef void (*vec_fn)(const char *id, const float *v, int dims, void *u);
 
+/* Fabric with --vectors donto: the claims' vectors as donto reads them,
+ * from donto_vector (float4[] as text, parsed back exactly). */
+static int each_donto_vector(vec_fn fn, void *u) {
+    PGconn *c = PQconnectdb(g_db);
+    if (PQstatus(c) != CONNECTION_OK) return PQfinish(c), -1;
+    const char *pv[1] = {g_model_name};
+    PGresult *r = PQexecParams(c,
+                               "SELECT subject_id::text, embedding::text FROM donto_vector WHERE subject_type = "
+                               "'statement' AND model_id = $1",
+                               1, NULL, pv, NULL, NULL, 0);
+    int rc = PQresultStatus(r) == PGRES_TUPLES_OK ? 0 : -1;
+    for (int i = 0; !rc && i < PQntuples(r); i++) {
+        float v[DIMS * 2];
+        int d = 0;
+        const char *p = PQgetvalue(r, i, 1);
+        while (*p && *p != '}' && d < DIMS * 2) {
+            char *end;
+            v[d++] = strtof(p + 1, &end); /* after '{' or ',' */
+            p = end;
+        }
+        fn(PQgetvalue(r, i, 0), v, d, u);
+    }
+    PQclear(r);
+    PQfinish(c);
+    return rc;
+}
+
+/* One number from a query on the PostgreSQL database (model name as $1). */
+static long long pg_count(const char *sql) {
+    PGconn *c = PQconnectdb(g_db);
+    const char *pv[1] = {g_model_name};
+    PGresult *r = PQexecParams(c, sql, 1, NULL, pv, NULL, NULL, 0);
+    long long n = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) ? atoll(PQgetvalue(r, 0, 0)) : -1;
+    if (n < 0) fprintf(stderr, "pg_count: %s", PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    return n;
+}
+
+/* The acceptance of --vectors donto, in plain SQL: every claim item has its
+ * row in donto_vector (statement, its uuid, the model's name), of
+ * dimensions 384 and a unit-norm float4[] of 384, and its ledger row in
+ * vectors holds no bytes of its own. */
+static void check_donto_rows(int n) {
+    long long rows = pg_count("SELECT count(*) FROM donto_vector WHERE subject_type = 'statement' AND model_id = $1");
+    long long good = pg_count(
+        "SELECT count(*) FROM donto_vector WHERE subject_type = 'statement' AND model_id = $1 AND dimensions = 384 "
+        "AND array_length(embedding, 1) = 384 AND abs((SELECT sqrt(sum(x::float8 * x)) FROM unnest(embedding) x) - 1) "
+        "< 1e-3 AND model_version = '" DONTO_VECTOR_MODEL_VERSION "'");
+    long long missing = pg_count("SELECT count(*) FROM vectors v WHERE v.target = 0 AND v.model = $1 AND NOT EXISTS "
+                                 "(SELECT 1 FROM donto_vector d WHERE d.subject_type = 'statement' AND "
+                                 "d.subject_id = v.item_id::uuid AND d.model_id = v.model)");
+    long long own = pg_count("SELECT count(*) FROM vectors WHERE target = 0 AND model = $1 AND octet_length(vec) > 0");
+    CHECK(rows == n && good == n && missing == 0 && own == 0,
+          "donto_vector: %lld rows, %lld of dimensions 384 and unit norm, want %d; %lld items without a row; %lld "
+          "ledger rows with bytes of their own",
+          rows, good, n, missing, own);
+    fprintf(stderr, "-- donto_vector: %lld rows, %lld with dimensions = 384 and a unit-norm float4[384]\n", rows, good);
+}
+
 static int each_vector(int target, vec_fn fn, void *u) {
+    if (g_donto && target == DONTO_TARGET_CLAIM) return each_donto_vector(fn, u);
     if (g_pg) {
         PGconn *c = PQconnectdb(g_db);
         if (PQstatus(c) != CONNECTION_OK) return PQfinish(c), -1;
@@ -393,6 +460,7 @@ static void check_vectors(int target, const char *prefix, int n) {
     size_t got = r ? fread(ref, sizeof(float), (size_t)n * DIMS, r) : 0;
     if (r) fclose(r);
     CHECK(got == (size_t)n * DIMS, "reference vectors: %zu floats, want %d", got, n * DIMS);
+    if (g_donto && target == DONTO_TARGET_CLAIM) check_donto_rows(n);
     cmp_ctx c = {ref, n, prefix, 0, 0, 0, 2.0};
     CHECK(each_vector(target, cmp_one, &c) == 0, "read the stored vectors");
     CHECK(c.seen == n && c.bad_dims == 0, "stored vectors: %d of %d (%d malformed)", c.seen, n, c.bad_dims);
@@ -409,7 +477,8 @@ static void case_pipeline(void) {
     const int N = g_texts ? g_ntexts : 3000;
     const int lease_n = g_texts ? 128 : 32;
     const double slack = 60 + N / 100.0; /* seconds: bounded, generous for a loaded CI machine */
-    enqueue(DONTO_TARGET_CLAIM, "c", N, g_model_name);
+    const char *prefix = g_donto ? UUID_PREFIX : "c";
+    enqueue(DONTO_TARGET_CLAIM, prefix, N, g_model_name);
     const char *ids[3] = {"w-a0", "w-a1", "w-a2"};
     pid_t p[3];
     for (int i = 0; i < 3; i++) p[i] = worker(ids[i], lease_n, "claim", i == 0, "--exit-when-idle");
@@ -444,7 +513,7 @@ static void case_pipeline(void) {
           (long long)st.embedded, (long long)st.pending, (long long)st.leased, N);
     int64_t sum = contributor_sum("w-a");
     CHECK(sum == N, "contributors' totals sum to %lld, want %d (a duplicate or a loss)", (long long)sum, N);
-    check_vectors(DONTO_TARGET_CLAIM, "c", N);
+    check_vectors(DONTO_TARGET_CLAIM, prefix, N);
     fprintf(stderr, "-- (a) %d items: w-a0 killed at %lld, coordinator restarted at %lld, exactly once\n", N,
             (long long)at_kill, (long long)at_restart);
 }
@@ -1065,13 +1134,13 @@ static void case_never_extends(void) {
 }
 
 /* Fabric mode: the "text" of every line of a JSONL corpus. */
-static int load_corpus(const char *path) {
+static int load_corpus(const char *path, int limit) {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     char *line = NULL;
     size_t cap = 0;
     int n = 0, alloc = 0;
-    while (getline(&line, &cap, f) > 0) {
+    while ((limit <= 0 || n < limit) && getline(&line, &cap, f) > 0) {
         json_t *o = json_loads(line, 0, NULL);
         const char *t = json_string_value(json_object_get(o, "text"));
         if (t) {
@@ -1092,8 +1161,10 @@ static int load_corpus(const char *path) {
 int main(int argc, char **argv) {
     g_pg = argc > 1 && !strcmp(argv[1], "pg");
     int fabric = argc > 1 + g_pg && !strcmp(argv[1 + g_pg], "fabric");
-    if (fabric && argc != 4 + g_pg) {
-        fprintf(stderr, "usage: test_worker [pg] fabric MODEL_DIR CORPUS.jsonl\n");
+    /* fabric ... donto N: the first N texts, served with --vectors donto (PostgreSQL). */
+    if (fabric && argc == 6 + g_pg && g_pg && !strcmp(argv[4 + g_pg], "donto")) g_donto = 1;
+    if (fabric && argc != 4 + g_pg && !g_donto) {
+        fprintf(stderr, "usage: test_worker [pg] fabric MODEL_DIR CORPUS.jsonl [donto N (with pg)]\n");
         return 2;
     }
     const char *bd = getenv("DONTO_BUILD_DIR");
@@ -1128,7 +1199,7 @@ int main(int argc, char **argv) {
     unsetenv("EMBED_BATCH");
     if (fabric) {
         snprintf(g_model, sizeof g_model, "%s", argv[2 + g_pg]);
-        if (load_corpus(argv[3 + g_pg])) {
+        if (load_corpus(argv[3 + g_pg], g_donto ? atoi(argv[5 + g_pg]) : 0)) {
             fprintf(stderr, "test_worker: cannot read texts from %s\n", argv[3 + g_pg]);
             return 1;
         }
@@ -1144,7 +1215,7 @@ int main(int argc, char **argv) {
     if (f) fprintf(f, "%s\n", MODEL), fclose(f);
     char out[1400];
     snprintf(out, sizeof out, "%s/out", g_dir);
-    char *mig[] = {g_exe, "migrate", "--db", g_db, NULL};
+    char *mig[] = {g_exe, "migrate", "--db", g_db, "--vectors", g_donto ? "donto" : "own", NULL};
     CHECK(run(mig, NULL) == 0, "migrate");
     char *add[] = {g_exe, "token", "add", "worker-test", "--db", g_db, NULL};
     CHECK(run(add, out) == 0, "token add");
@@ -1198,5 +1269,6 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < g_ntexts; i++) free(g_texts[i]);
     free(g_texts);
-    return check_report(fabric ? (g_pg ? "fabric_e2e pg" : "fabric_e2e") : g_pg ? "test_worker pg" : "test_worker");
+    return check_report(fabric ? (g_donto ? "fabric_e2e pg donto" : g_pg ? "fabric_e2e pg" : "fabric_e2e")
+                               : g_pg ? "test_worker pg" : "test_worker");
 }

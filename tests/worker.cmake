@@ -34,3 +34,16 @@ foreach(backend sqlite pg)
     LABELS "worker;e2e"
     ENVIRONMENT "DONTO_SOURCE_DIR=${PROJECT_SOURCE_DIR};DONTO_BUILD_DIR=${PROJECT_BINARY_DIR};PG_TEST_TIMEOUT=840")
 endforeach()
+# The same on PostgreSQL with --vectors donto (issue 20): migrate and serve
+# keep claims' embeddings in donto's table donto_vector; on the first 3,000
+# texts of corpus/fabric.jsonl (the full run's kill, restart, exactly-once
+# and parity with `donto-embed embed`, in a fraction of its time), plus a
+# plain SQL check that every item has its donto_vector row with dimensions
+# 384 and a unit-norm float4[].
+add_test(NAME fabric_e2e_pg_donto
+         COMMAND ${PROJECT_SOURCE_DIR}/scripts/pg-test-server $<TARGET_FILE:test_worker> pg fabric
+                 ${PROJECT_SOURCE_DIR}/models/all-MiniLM-L6-v2 ${PROJECT_SOURCE_DIR}/corpus/fabric.jsonl donto 3000)
+set_tests_properties(fabric_e2e_pg_donto PROPERTIES
+  TIMEOUT 600
+  LABELS "worker;e2e"
+  ENVIRONMENT "DONTO_SOURCE_DIR=${PROJECT_SOURCE_DIR};DONTO_BUILD_DIR=${PROJECT_BINARY_DIR};PG_TEST_TIMEOUT=540")

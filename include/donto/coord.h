@@ -93,6 +93,7 @@ typedef struct donto_coord_config {
     double report_per_min;
     int64_t max_outstanding;
     int verified_only;             /* recall answers from verified vectors only */
+    int vectors;                   /* donto_vectors_layout of every handle (store.h); 0: own */
     /* Slow and hostile clients (src/coord/conn_guard.c, docs/trust.md); 0: default.
      * Deadlines count from accept, or from the end of the previous request
      * on a keep-alive connection, and do not reset when a byte arrives. */

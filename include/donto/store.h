@@ -279,14 +279,60 @@ typedef struct donto_store_ops {
     int (*migrations_applied)(donto_store *s, const char *module, uint64_t *mask, donto_err *err);
     /* The database (optional: a test's fake store has none). */
     int (*db)(donto_store *s, donto_db *out, donto_err *err);
+    /* Can this backend keep its vectors in layout (optional: without it,
+     * only DONTO_VECTORS_OWN)? 0, or -1 with DONTO_E_INVALID saying why. The
+     * wrapper records the layout in the handle (s->vectors). */
+    int (*vectors_layout)(donto_store *s, int layout, donto_err *err);
+    /* With DONTO_VECTORS_DONTO: is donto_vector there, in donto's layout?
+     * -1 with DONTO_E_NOT_FOUND (absent) or DONTO_E_INVALID (another shape). */
+    int (*vectors_check)(donto_store *s, donto_err *err);
     void (*close)(donto_store *s);
 } donto_store_ops;
 
 struct donto_store {
     const donto_store_ops *ops;
     int verified_only; /* donto_store_set_verified_only: reads see verified vectors only */
+    int vectors;       /* donto_vectors_layout, set by donto_store_set_vectors */
     /* backend state follows in the backend's own struct */
 };
+
+/* ---- where the vectors live (docs/substrate.md "Vectors in donto's table") --
+ * DONTO_VECTORS_OWN (the default): every vector in the store's own table
+ * `vectors`. DONTO_VECTORS_DONTO (PostgreSQL only): a claim's embedding goes
+ * to donto's own table donto_vector (donto's migration 0033: subject_type
+ * 'statement', subject_id = the statement's uuid, model_id = the model's
+ * name, model_version = DONTO_VECTOR_MODEL_VERSION, dimensions, embedding
+ * float4[]), upserted on its UNIQUE (subject_type, subject_id, model_id);
+ * `vectors` keeps the claim's ledger row (contributor, lease, time, token,
+ * verified, text) with an empty vec. Predicates, entities and memory chunks
+ * have no place in donto_vector (its CHECK admits statement, document,
+ * revision, span and annotation; its subject_id is a uuid): they stay in
+ * `vectors` in both layouts. Every read of vectors through the handle
+ * (vectors_mark, vectors_page, stats) and suspension's withdrawal follow the
+ * layout; callers only choose it. */
+typedef enum donto_vectors_layout {
+    DONTO_VECTORS_OWN = 0,
+    DONTO_VECTORS_DONTO = 1,
+} donto_vectors_layout;
+/* "own", "donto", NULL (an option table's choices, indexed by layout). */
+extern const char *const donto_vectors_layout_names[3];
+/* What donto_vector.model_version says for the vectors the fabric writes
+ * (model_id names the model): float32 vectors of unit L2 norm, checked by
+ * the coordinator on submit, embedded by donto-accel's encoder. */
+#define DONTO_VECTOR_MODEL_VERSION "donto-accel/unit-norm"
+/* Keep this handle's vectors in layout: -1 with DONTO_E_INVALID when the
+ * backend cannot (SQLite: donto's table is PostgreSQL's, the message names
+ * PostgreSQL). Set it before migrating (donto_store_migrate then also makes
+ * donto_vector, in donto's layout, when the database has none) and before
+ * any read or write of vectors. */
+int donto_store_set_vectors(donto_store *s, donto_vectors_layout layout, donto_err *err);
+/* The table donto_vector is there and has donto's layout (DONTO_VECTORS_OWN:
+ * always 0). -1 with DONTO_E_NOT_FOUND when it is absent (migrate with the
+ * same layout), DONTO_E_INVALID when it has another shape. */
+int donto_store_vectors_check(donto_store *s, donto_err *err);
+/* The migration that makes donto_vector when a database has none (module
+ * "donto_vector"; donto_store_migrate applies it under DONTO_VECTORS_DONTO). */
+extern const donto_migrations DONTO_VECTOR_MIGRATIONS;
 
 /* Open by URL: "postgres://..." or "postgresql://..." -> PostgreSQL,
  * anything else is a SQLite file path (":memory:" allowed). Does not migrate.

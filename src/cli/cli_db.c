@@ -47,3 +47,30 @@ int cli_open_db(const char *cmd, const char *url, int what, donto_store **s) {
     }
     return 0;
 }
+
+int cli_set_vectors(const char *cmd, int layout, donto_store **s) {
+    donto_err err = {0};
+    if (layout == DONTO_VECTORS_OWN || donto_store_set_vectors(*s, (donto_vectors_layout)layout, &err) == 0) return 0;
+    fprintf(stderr, "donto-embed %s: --vectors %s: %s\n", cmd, donto_vectors_layout_names[layout], err.msg);
+    donto_store_close(*s);
+    *s = NULL;
+    return donto_err_code(&err) == DONTO_E_INVALID ? 2 : 1;
+}
+
+int cli_open_db_vectors(const char *cmd, const char *url, int what, int layout, donto_store **s) {
+    if (cli_open_db(cmd, url, what, s)) return 1;
+    int rc = cli_set_vectors(cmd, layout, s);
+    if (rc) return rc;
+    donto_err err = {0};
+    if (donto_store_vectors_check(*s, &err) == 0) return 0;
+    char shown[1024];
+    cli_db_shown(url, shown, sizeof shown);
+    if (donto_err_code(&err) == DONTO_E_NOT_FOUND)
+        fprintf(stderr, "donto-embed %s: %s: make it with `donto-embed migrate --vectors donto --db %s`\n", cmd,
+                err.msg, shown);
+    else
+        fprintf(stderr, "donto-embed %s: %s\n", cmd, err.msg);
+    donto_store_close(*s);
+    *s = NULL;
+    return 1;
+}

@@ -122,6 +122,7 @@ int donto_recall_cmd(int argc, char **argv) {
     const char *model_name = NULL, *index = NULL;
     int64_t k = 10, ann_min = 0;
     int json = 0, exact = 0, threads = 0, target = DONTO_TARGET_CLAIM, verified_only = 0, isa = DONTO_ISA_AUTO;
+    int vectors = DONTO_VECTORS_OWN;
     const donto_opt opts[] = {
         {DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL",
          .help = "SQLite file path, or postgres://... (default " DONTO_STORE_DEFAULT_URL ")"},
@@ -141,6 +142,7 @@ int donto_recall_cmd(int argc, char **argv) {
         {DONTO_OPT_STRING, "index", 0, &index, .metavar = "PREFIX",
          .help = "ANN files at PREFIX.<target>.faiss/.ids (default: the SQLite\n"
                  "file's path; PostgreSQL: in memory only)"},
+        CLI_VECTORS_OPT(&vectors),
         {DONTO_OPT_FLAG, "verified-only", 0, &verified_only,
          .help = "only vectors the coordinator verified (and those stored without\n"
                  "a token, by the operator's own tools); the default index files\n"
@@ -175,7 +177,8 @@ int donto_recall_cmd(int argc, char **argv) {
     donto_recall_hit *hits = NULL;
     size_t nh = 0;
     char *name = NULL, *prefix = NULL, *dir = NULL;
-    if (cli_open_db("recall", db, CLI_DB_SUBSTRATE, &s)) return 1;
+    int vrc = cli_open_db_vectors("recall", db, CLI_DB_SUBSTRATE, vectors, &s);
+    if (vrc) return vrc;
     const char *whose = NULL; /* why that directory, when recall chose it */
     if (!model_dir) {
         /* The stored vectors' model, and its directory under ./models. */

@@ -104,6 +104,7 @@ int donto_serve_cmd(int argc, char **argv) {
          .help = "serve HTTPS with this PEM certificate (chain); needs --tls-key"},
         {DONTO_OPT_STRING, "tls-key", 0, &tls_key, .metavar = "FILE", .help = "the PEM private key of --tls-cert"},
         {DONTO_OPT_FLAG, "migrate", 0, &migrate, .help = "apply database migrations before serving"},
+        CLI_VECTORS_OPT(&cfg.vectors),
         {DONTO_OPT_STRING, "model", 0, &model_dir, .metavar = "DIR",
          .help = "load this model to embed GET <base>/recall queries (without it,\n/recall answers 503 no_model)"},
         {DONTO_OPT_STRING, "model-name", 0, &model_name, .metavar = "NAME",
@@ -230,8 +231,14 @@ static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
     long long ann_min = o->ann_min, drain = o->drain;
     if (o->migrate) {
         donto_store *s = NULL;
-        if (donto_store_open(cfg.db_url, &s, &err) || donto_substrate_migrate(s, &err)) {
-            if (s) donto_store_close(s);
+        if (donto_store_open(cfg.db_url, &s, &err)) {
+            fprintf(stderr, "donto-embed serve: migrate: %s\n", err.msg);
+            return 1;
+        }
+        int vrc = cli_set_vectors("serve", cfg.vectors, &s);
+        if (vrc) return vrc;
+        if (donto_substrate_migrate(s, &err)) {
+            donto_store_close(s);
             fprintf(stderr, "donto-embed serve: migrate: %s\n", err.msg);
             return 1;
         }
@@ -240,7 +247,8 @@ static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
         /* Without --migrate the database must exist and be migrated: refuse
          * to start rather than answer every request with a store error. */
         donto_store *s = NULL;
-        if (cli_open_db("serve", cfg.db_url, CLI_DB_STORE, &s)) return 1;
+        int vrc = cli_open_db_vectors("serve", cfg.db_url, CLI_DB_STORE, cfg.vectors, &s);
+        if (vrc) return vrc;
         if (donto_substrate_schema_check(s, &err))
             DLOG_WARN("coord: the substrate's tables %s: recall shows item ids, not texts (donto-embed migrate)",
                       err.msg);
@@ -320,17 +328,27 @@ static const char DB_HELP[] = "SQLite file path, or postgres://... (default " DO
 
 int donto_migrate_cmd(int argc, char **argv) {
     const char *db = DONTO_STORE_DEFAULT_URL;
-    const donto_opt opts[] = {{DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP}, {0}};
+    int vectors = DONTO_VECTORS_OWN;
+    const donto_opt opts[] = {{DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP},
+                              CLI_VECTORS_OPT(&vectors), {0}};
     const donto_opt_cmd cmd = {"donto-embed migrate",
-                               "usage: donto-embed migrate --db URL\n\n"
-                               "Apply every database migration not yet applied (idempotent).\n\n",
+                               "usage: donto-embed migrate --db URL [--vectors own|donto]\n\n"
+                               "Apply every database migration not yet applied (idempotent). With\n"
+                               "--vectors donto, also make donto's table donto_vector when the database\n"
+                               "has none (never altering one it has).\n\n",
                                opts, NULL};
     int npos, orc = donto_opt_main(&cmd, argc, argv, &npos);
     if (orc >= 0) return orc;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
     donto_err err = {0};
     donto_store *s = NULL;
-    if (donto_store_open(db, &s, &err) || donto_substrate_migrate(s, &err)) {
+    if (donto_store_open(db, &s, &err)) {
+        fprintf(stderr, "donto-embed migrate: %s\n", err.msg);
+        return 1;
+    }
+    int vrc = cli_set_vectors("migrate", vectors, &s);
+    if (vrc) return vrc;
+    if (donto_substrate_migrate(s, &err)) {
         fprintf(stderr, "donto-embed migrate: %s\n", err.msg);
         donto_store_close(s);
         return 1;
@@ -346,10 +364,10 @@ int donto_migrate_cmd(int argc, char **argv) {
  * on the database host and for scripts (make run's progress bar). */
 int donto_status_cmd(int argc, char **argv) {
     const char *db = DONTO_STORE_DEFAULT_URL;
-    int json = 0;
+    int json = 0, vectors = DONTO_VECTORS_OWN;
     const donto_opt opts[] = {{DONTO_OPT_STRING, "db", 0, &db, .metavar = "URL", .help = DB_HELP},
                               {DONTO_OPT_FLAG, "json", 0, &json, .help = "one JSON object, as /embed/stats"},
-                              {0}};
+                              CLI_VECTORS_OPT(&vectors), {0}};
     const donto_opt_cmd cmd = {"donto-embed status",
                                "usage: donto-embed status --db URL [--json]\n\n"
                                "Items per target (embedded, pending, leased, total) and vectors stored in the\n"
@@ -362,7 +380,8 @@ int donto_status_cmd(int argc, char **argv) {
     donto_store *s = NULL;
     donto_target_stats st[DONTO_TARGET_N];
     int64_t now = donto_unix_ms(), per_min = 0; /* leases expire in Unix ms */
-    if (cli_open_db("status", db, CLI_DB_STORE, &s)) return 1;
+    int vrc = cli_open_db_vectors("status", db, CLI_DB_STORE, vectors, &s);
+    if (vrc) return vrc;
     if (donto_store_stats(s, now, st, &err) || donto_store_embedded_since(s, now - 60000, &per_min, &err)) {
         fprintf(stderr, "donto-embed status: %s\n", err.msg);
         donto_store_close(s);

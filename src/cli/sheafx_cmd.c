@@ -20,6 +20,7 @@
 #include "donto/models.h"
 #include "donto/opt.h"
 #include "donto/sheaf_export.h"
+#include "cli_db.h"
 #include "sheaf_progress.h"
 
 
@@ -33,12 +34,22 @@ static int open_fail(const char *prog, const char *url, const donto_err *err) {
     return 1;
 }
 
+/* --vectors on a handle just opened: 0, or the exit code (2: this database
+ * cannot keep that layout, the message names PostgreSQL), s closed. */
+static int set_vectors(const char *prog, int layout, donto_store *s) {
+    donto_err err = {0};
+    if (layout == DONTO_VECTORS_OWN || donto_store_set_vectors(s, (donto_vectors_layout)layout, &err) == 0) return 0;
+    fprintf(stderr, "%s: --vectors %s: %s\n", prog, donto_vectors_layout_names[layout], err.msg);
+    donto_sheafx_close(s);
+    return donto_err_code(&err) == DONTO_E_INVALID ? 2 : 1;
+}
+
 int donto_sheaf_export_main(int argc, char **argv) {
     static const char *PROG = "donto-sheaf export";
     const char *db = DONTO_STORE_DEFAULT_URL, *as_of_s = NULL, *until_s = NULL, *out = "-";
     donto_sheafx_opts o;
     donto_sheafx_opts_init(&o);
-    int seed = -1, missing = 0, json = 0, quiet = 0, hops = 1;
+    int seed = -1, missing = 0, json = 0, quiet = 0, hops = 1, vectors = DONTO_VECTORS_OWN;
     int64_t max_nodes = 50000, rng = 1;
     int neg = 1;
     double val = 0.2;
@@ -53,6 +64,7 @@ int donto_sheaf_export_main(int argc, char **argv) {
          .help = "the graph is what the substrate knew at T (required): 2026-06-01, 2026-06-01T12:00:00Z or @UNIX"},
         {DONTO_OPT_STRING, "until", 0, &until_s, .metavar = "T2", .help = "test labels come from (T, T2] (default: now)"},
         {DONTO_OPT_STRING, "model", 0, &model, .metavar = "NAME", .help = "whose stored vectors are the features (default: " DONTO_DEFAULT_MODEL ")"},
+        CLI_VECTORS_OPT(&vectors),
         {DONTO_OPT_INT, "hops", 0, &hops, .min = 0, .max = 64, .metavar = "K", .help = "grow the seed claims by K rounds of neighbours (default 1)"},
         {DONTO_OPT_INT64, "max-nodes", 0, &max_nodes, .min = 0, .max = INT64_MAX, .metavar = "N",
          .help = "at most N claim nodes (default 50000; 0: no limit)"},
@@ -104,6 +116,7 @@ int donto_sheaf_export_main(int argc, char **argv) {
 
     donto_store *s = NULL;
     if (donto_sheafx_open(db, &s, &err)) return open_fail(PROG, db, &err);
+    if ((rc = set_vectors(PROG, vectors, s)) != 0) return rc;
     FILE *f = stdout;
     char *tmp = NULL;
     if (strcmp(out, "-")) {

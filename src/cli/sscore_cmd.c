@@ -18,6 +18,7 @@
 #include "donto/sheaf_export.h"
 #include "donto/sheaf_registry.h"
 #include "donto/sheaf_score.h"
+#include "cli_db.h"
 #include "sheaf_progress.h"
 
 
@@ -26,7 +27,7 @@ static const char *const TASKS[] = {"arg_link", "identity", "claim_score", NULL}
 int donto_sheaf_score_main(int argc, char **argv) {
     static const char *PROG = "donto-sheaf score";
     const char *db = DONTO_STORE_DEFAULT_URL, *since_s = NULL, *model = DONTO_DEFAULT_MODEL;
-    int task = -1, json = 0, quiet = 0, migrate = 0, hops = 1;
+    int task = -1, json = 0, quiet = 0, migrate = 0, hops = 1, vectors = DONTO_VECTORS_OWN;
     int64_t max_nodes = 50000;
     double propose = 0.9;
     donto_opt opts[] = {
@@ -46,6 +47,7 @@ int donto_sheaf_score_main(int argc, char **argv) {
         {DONTO_OPT_FLAG, "json", 0, &json, .help = "print a JSON summary on stdout"},
         {DONTO_OPT_FLAG, "quiet", 'q', &quiet, .help = "no progress"},
         {DONTO_OPT_FLAG, "migrate", 0, &migrate, .help = "apply the registry's migrations first"},
+        CLI_VECTORS_OPT(&vectors),
         {0}};
     donto_opt_cmd cmd = {PROG,
                          "usage: donto-sheaf score --task arg_link|identity|claim_score [--db URL] [--since T] [--model NAME]\n"
@@ -81,6 +83,11 @@ int donto_sheaf_score_main(int argc, char **argv) {
     if (donto_sheafx_open(db, &s, &err)) {
         fprintf(stderr, "%s: %s: %s\n", PROG, db, err.msg);
         return 1;
+    }
+    if (vectors != DONTO_VECTORS_OWN && donto_store_set_vectors(s, (donto_vectors_layout)vectors, &err)) {
+        fprintf(stderr, "%s: --vectors %s: %s\n", PROG, donto_vectors_layout_names[vectors], err.msg);
+        donto_sheafx_close(s);
+        return donto_err_code(&err) == DONTO_E_INVALID ? 2 : 1;
     }
     if (migrate && donto_sheaf_registry_migrate(s, &err)) {
         fprintf(stderr, "%s: %s: %s\n", PROG, db, err.msg);

@@ -139,6 +139,7 @@ static int pool_open(store_pool *p, int n, const donto_coord_config *cfg, donto_
     for (int i = 0; i < n; i++) {
         int rc = cfg->open_store ? cfg->open_store(cfg->open_ctx, &p->all[i], err)
                                  : donto_store_open_existing(cfg->db_url, &p->all[i], err);
+        if (!rc && p->all[i] && cfg->vectors) rc = donto_store_set_vectors(p->all[i], cfg->vectors, err);
         p->n = i + 1;
         if (rc || !p->all[i]) {
             p->all[i] = NULL;

@@ -106,6 +106,33 @@ static int stmt_row(sx_data *d, const fld *f, donto_err *err) {
                        f[7].len < 0 ? NULL : f[7].p, f[7].len < 0 ? 0 : (size_t)f[7].len, err);
 }
 
+/* The same with a ninth field, donto_vector's embedding (store.h,
+ * DONTO_VECTORS_DONTO): a claim whose ledger row in vectors has no bytes
+ * (field 7 empty) has its vector there, a float4[] in the binary array
+ * format (one dimension, no NULLs), read here into float32. */
+static int stmt_row_donto(sx_data *d, const fld *f, donto_err *err) {
+    if (f[7].len != 0) return stmt_row(d, f, err);
+    fld g[8];
+    memcpy(g, f, sizeof g);
+    g[7].len = -1; /* no vector unless donto_vector has one */
+    float v[4096];
+    if (f[8].len >= 0) {
+        const uint8_t *p = f[8].p;
+        uint32_t n = f[8].len >= 20 ? be32(p + 12) : 0;
+        if (f[8].len < 20 || be32(p) != 1 || be32(p + 8) != 700 || n == 0 || n > 4096 ||
+            (int64_t)f[8].len != 20 + 8 * (int64_t)n)
+            return donto_seterr(err, "postgres: statements: donto_vector.embedding is not a float4[] of one dimension");
+        for (uint32_t k = 0; k < n; k++) {
+            if (be32(p + 20 + 8 * k) != 4) return donto_seterr(err, "postgres: statements: a NULL in donto_vector.embedding");
+            uint32_t bits = be32(p + 24 + 8 * k);
+            memcpy(&v[k], &bits, 4);
+        }
+        g[7].p = (const uint8_t *)v;
+        g[7].len = (int32_t)(4 * n);
+    }
+    return stmt_row(d, g, err);
+}
+
 static int arg_row(sx_data *d, const fld *f, donto_err *err) {
     if (f[0].len != 16 || f[1].len != 16 || f[2].len < 0 || f[3].len != 8 || f[5].len != 1 || (f[4].len != 8 && f[4].len != -1))
         return donto_seterr(err, "postgres: arguments: unexpected row layout");
@@ -136,7 +163,7 @@ int sx_read_pg(donto_store *s, const donto_sheafx_opts *o, sx_data *d, donto_err
     for (int i = 0; SX_IDENTITY_PREDICATES[i]; i++)
         n += (size_t)snprintf(ids + n, sizeof ids - n, "%s'%s'", i ? ", " : "", SX_IDENTITY_PREDICATES[i]);
     const char *verified = s->verified_only ? " AND v.verified = 1" : "";
-    size_t cap = 4096 + strlen(model);
+    size_t cap = 4608 + strlen(model);
     char *sql = donto_xmalloc(cap);
     int rc = -1;
     if (exec_ok(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err)) goto out;
@@ -159,16 +186,25 @@ int sx_read_pg(donto_store *s, const donto_sheafx_opts *o, sx_data *d, donto_err
             goto rollback;
         }
     }
+    /* Under donto's layout (the handle's, store.h) a claim's ledger row in
+     * vectors has an empty vec and its embedding is donto_vector's. */
+    int donto = s->vectors == DONTO_VECTORS_DONTO;
+    if (donto && donto_store_vectors_check(s, err)) goto rollback;
     snprintf(sql, cap,
              "COPY (SELECT s.statement_id, s.subject, s.object_iri, " MS("lower(s.tx_time)") ","
              " CASE WHEN upper_inf(s.tx_time) THEN NULL ELSE " MS("upper(s.tx_time)") " END,"
-             " substr(s.context, 1, %d) = '%s', s.predicate IN (%s), v.vec"
+             " substr(s.context, 1, %d) = '%s', s.predicate IN (%s), v.vec%s"
              " FROM donto_statement s LEFT JOIN vectors v ON v.target = 0 AND v.model = %s"
-             " AND v.item_id = s.statement_id::text%s"
+             " AND v.item_id = s.statement_id::text%s%s"
              " WHERE lower(s.tx_time) <= to_timestamp(%lld / 1000.0)) TO STDOUT (FORMAT binary)",
-             (int)strlen(DONTO_SHEAF_CONTEXT_PREFIX), DONTO_SHEAF_CONTEXT_PREFIX, ids, model, verified,
+             (int)strlen(DONTO_SHEAF_CONTEXT_PREFIX), DONTO_SHEAF_CONTEXT_PREFIX, ids, donto ? ", dv.embedding" : "",
+             model, verified,
+             donto ? " LEFT JOIN donto_vector dv ON octet_length(v.vec) = 0 AND dv.subject_type = 'statement'"
+                     " AND dv.subject_id = s.statement_id AND dv.model_id = v.model"
+                   : "",
              (long long)o->until);
-    if (copy_rows(c, sql, 8, stmt_row, d, o, "statements read", err)) goto rollback;
+    if (copy_rows(c, sql, donto ? 9 : 8, donto ? stmt_row_donto : stmt_row, d, o, "statements read", err))
+        goto rollback;
     snprintf(sql, cap,
              "COPY (SELECT source_statement_id, target_statement_id, relation, " MS("lower(tx_time)") ","
              " CASE WHEN upper_inf(tx_time) THEN NULL ELSE " MS("upper(tx_time)") " END,"

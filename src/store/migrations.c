@@ -144,3 +144,33 @@ static const donto_migration STORE_MIGRATIONS[] = {
 
 const donto_migrations DONTO_STORE_MIGRATIONS = {
     "store", STORE_MIGRATIONS, sizeof STORE_MIGRATIONS / sizeof STORE_MIGRATIONS[0]};
+
+/* donto's own vector table, exactly as donto's migration 0033_vectors.sql
+ * makes it (columns, CHECK, UNIQUE key, its two indexes; not its functions),
+ * for a database that has none yet: IF NOT EXISTS throughout, so a
+ * donto_vector that donto made is never altered. A set of its own, applied
+ * by donto_store_migrate() only for a handle set to DONTO_VECTORS_DONTO, so
+ * that a database that keeps its vectors in `vectors` never gets the table.
+ * PostgreSQL only (gen_random_uuid() is built in from PostgreSQL 13 on);
+ * SQLite refuses the layout before migrating, its entry is a no-op. */
+static const donto_migration DONTO_VECTOR_LIST[] = {
+    {1, "donto_vector (donto 0033) when absent",
+     {[DONTO_DB_SQLITE] = "SELECT 1;",
+      [DONTO_DB_POSTGRES] =
+          "CREATE TABLE IF NOT EXISTS donto_vector ("
+          " vector_id uuid PRIMARY KEY DEFAULT gen_random_uuid(),"
+          " subject_type text NOT NULL CHECK (subject_type IN ('statement', 'document', 'revision', 'span',"
+          " 'annotation')),"
+          " subject_id uuid NOT NULL,"
+          " model_id text NOT NULL,"
+          " model_version text,"
+          " dimensions int NOT NULL,"
+          " embedding float4[] NOT NULL,"
+          " created_at timestamptz NOT NULL DEFAULT now(),"
+          " UNIQUE (subject_type, subject_id, model_id));"
+          "CREATE INDEX IF NOT EXISTS donto_vector_subject_idx ON donto_vector (subject_type, subject_id);"
+          "CREATE INDEX IF NOT EXISTS donto_vector_model_idx ON donto_vector (model_id);"}},
+};
+
+const donto_migrations DONTO_VECTOR_MIGRATIONS = {
+    "donto_vector", DONTO_VECTOR_LIST, sizeof DONTO_VECTOR_LIST / sizeof DONTO_VECTOR_LIST[0]};

@@ -31,6 +31,14 @@
  * every leased row is rewritten with a new lease_expires and so costs an
  * entry in each index on that column (migration 6 dropped the second one).
  *
+ * Vectors in donto's table (a handle set to DONTO_VECTORS_DONTO, store.h,
+ * docs/substrate.md): a claim's embedding is upserted into donto_vector in
+ * the submit's one statement (a float4[] parameter in binary, sliced per
+ * item), its row in `vectors` stays as the ledger with an empty vec, and the
+ * reads (Q_*_D) join donto_vector for ledger rows without bytes. Verdicts,
+ * fencing and counts stay on the queue and the ledger, unchanged. The table
+ * is checked once per handle before the first use (pg_vectors_check).
+ *
  * Every statement is parameterized and prepared once per connection. */
 #include "store_int.h"
 
@@ -43,11 +51,35 @@ enum {
     Q_SUB_WRITE, Q_CONTRIB, Q_MINUTE, Q_SERIES, Q_MIN_PRUNE, Q_RELEASE, Q_REPORT, Q_STATS_VEC, Q_STATS_QUEUE,
     Q_SINCE, Q_CONTRIB_LIST, Q_REPORTS, Q_TOK_ADD, Q_TOK_CHECK, Q_TOK_REVOKE, Q_TOK_LIST,
     Q_MIG_HAS, Q_MIG_ADD, Q_VEC_MARK, Q_VEC_PAGE, Q_REPORT_PRUNE, Q_EXTEND, Q_CHECK_VEC, Q_CHECK_TOK,
-    Q_SUSP_WITHDRAW, Q_SUSP_RELEASE, Q_SUSP_TOK, Q_SUSP_REPORT, Q_UNSUSP, Q_N
+    Q_SUSP_WITHDRAW, Q_SUSP_RELEASE, Q_SUSP_TOK, Q_SUSP_REPORT, Q_UNSUSP,
+    Q_SUB_WRITE_D, Q_VEC_MARK_D, Q_VEC_PAGE_D, Q_SUSP_WITHDRAW_D, Q_DV_COLS, Q_DV_KEY, Q_N
 };
 
 /* A token's trust record, in the order trust_cols() reads it. */
 #define TRUST_COLS "suspended, streak, checks, failed, withdrawn, suspended_at, reason"
+
+/* Vectors in donto's table (DONTO_VECTORS_DONTO, store.h): a ledger row of
+ * `vectors` whose vec is empty has its embedding in donto_vector, under
+ * ('statement', item_id::uuid, model). The cast is guarded by the same test
+ * (CASE), so no plan can apply it to another row's id. */
+#define DV_JOIN(V, D)                                                                                \
+    D ".subject_type = 'statement' AND " D ".subject_id = (CASE WHEN octet_length(" V ".vec) = 0 THEN " \
+    V ".item_id::uuid END) AND " D ".model_id = " V ".model"
+
+/* The accepted items of a submit leave the queue and land in `vectors`; the
+ * queue row's text goes with them. Shared by both layouts. */
+#define SUB_DEL                                                                                    \
+    "del AS (DELETE FROM queue q USING u WHERE q.target = u.t AND "                                \
+    "q.item_id = u.i AND q.model = u.m RETURNING q.target, q.item_id, q.model, q.text) "
+#define SUB_INSERT                                                                                 \
+    "INSERT INTO vectors (target, item_id, model, dims, vec, contributor, "                        \
+    "lease_id, created, token, verified, text) SELECT u.t, u.i, u.m, u.d, u.v, $7, u.l, $8, "       \
+    "$9::text, CASE WHEN $9::text IS NULL THEN 1 ELSE 0 END, del.text FROM u LEFT JOIN del "       \
+    "ON del.target = u.t AND del.item_id = u.i AND del.model = u.m "                               \
+    "ON CONFLICT (target, item_id, model) DO UPDATE SET dims = EXCLUDED.dims, "                    \
+    "vec = EXCLUDED.vec, contributor = EXCLUDED.contributor, "                                     \
+    "lease_id = EXCLUDED.lease_id, created = EXCLUDED.created, token = EXCLUDED.token, "           \
+    "verified = EXCLUDED.verified, text = EXCLUDED.text"
 
 #define LEASE_SQL                                                                                \
     "WITH c AS (SELECT ctid FROM queue WHERE target = $5 AND lease_expires <= $1 "               \
@@ -80,18 +112,21 @@ static const struct {
     /* Accept = leave the queue and land in vectors: one statement for the
      * batch (a data-modifying CTE always runs to completion). */
     [Q_SUB_WRITE] = {"WITH u AS (SELECT * FROM unnest($1::smallint[], $2::text[], $3::text[], "
-                     "$4::int[], $5::bytea[], $6::bigint[]) AS u(t, i, m, d, v, l)), "
-                     "del AS (DELETE FROM queue q USING u WHERE q.target = u.t AND "
-                     "q.item_id = u.i AND q.model = u.m RETURNING q.target, q.item_id, q.model, q.text) "
-                     "INSERT INTO vectors (target, item_id, model, dims, vec, contributor, "
-                     "lease_id, created, token, verified, text) SELECT u.t, u.i, u.m, u.d, u.v, $7, u.l, $8, "
-                     "$9::text, CASE WHEN $9::text IS NULL THEN 1 ELSE 0 END, del.text FROM u LEFT JOIN del "
-                     "ON del.target = u.t AND del.item_id = u.i AND del.model = u.m "
-                     "ON CONFLICT (target, item_id, model) DO UPDATE SET dims = EXCLUDED.dims, "
-                     "vec = EXCLUDED.vec, contributor = EXCLUDED.contributor, "
-                     "lease_id = EXCLUDED.lease_id, created = EXCLUDED.created, token = EXCLUDED.token, "
-                     "verified = EXCLUDED.verified, text = EXCLUDED.text",
+                     "$4::int[], $5::bytea[], $6::bigint[]) AS u(t, i, m, d, v, l)), " SUB_DEL SUB_INSERT,
                      9},
+    /* The same under donto's layout: items sent with an empty vec (claims
+     * with a uuid id) also go to donto_vector, their floats sliced from one
+     * float4[] ($11, at offsets $10), upserted on donto's UNIQUE key, in the
+     * same statement (a data-modifying CTE always runs to completion). */
+    [Q_SUB_WRITE_D] = {"WITH u AS (SELECT * FROM unnest($1::smallint[], $2::text[], $3::text[], "
+                       "$4::int[], $5::bytea[], $6::bigint[], $10::int[]) AS u(t, i, m, d, v, l, o)), " SUB_DEL ", "
+                       "dv AS (INSERT INTO donto_vector (subject_type, subject_id, model_id, model_version, "
+                       "dimensions, embedding) SELECT 'statement', u.i::uuid, u.m, $12::text, u.d, "
+                       "($11::float4[])[u.o + 1 : u.o + u.d] FROM u WHERE octet_length(u.v) = 0 "
+                       "ON CONFLICT (subject_type, subject_id, model_id) DO UPDATE SET "
+                       "model_version = EXCLUDED.model_version, dimensions = EXCLUDED.dimensions, "
+                       "embedding = EXCLUDED.embedding, created_at = now()) " SUB_INSERT,
+                       12},
     [Q_CONTRIB] = {"INSERT INTO contributors (worker_id, total, rejected, last_seen) "
                    "VALUES ($1, $2, $3, $4) ON CONFLICT (worker_id) DO UPDATE SET "
                    "total = contributors.total + EXCLUDED.total, "
@@ -140,6 +175,29 @@ static const struct {
                     "AND created >= $3 AND ($4::text IS NULL OR (created, item_id) > ($3, $4::text)) "
                     "AND ($6::int = 0 OR verified = 1) ORDER BY created, item_id LIMIT $5",
                     6},
+    /* The same two under donto's layout: a ledger row with an empty vec is
+     * read from donto_vector, and left out when donto_vector has no row for
+     * it (deleted there). */
+    [Q_VEC_MARK_D] = {"SELECT count(*), max(v.created) FROM vectors v WHERE v.target = $1 AND v.model = $2 "
+                      "AND v.created > $3 AND ($4::int = 0 OR v.verified = 1) AND (octet_length(v.vec) > 0 OR "
+                      "EXISTS (SELECT 1 FROM donto_vector d WHERE " DV_JOIN("v", "d") "))",
+                      4},
+    [Q_VEC_PAGE_D] = {"SELECT v.item_id, v.created, v.dims, v.vec, d.embedding FROM vectors v "
+                      "LEFT JOIN donto_vector d ON " DV_JOIN("v", "d") " WHERE v.target = $1 AND v.model = $2 "
+                      "AND v.created >= $3 AND ($4::text IS NULL OR (v.created, v.item_id) > ($3, $4::text)) "
+                      "AND ($6::int = 0 OR v.verified = 1) AND (octet_length(v.vec) > 0 OR d.embedding IS NOT NULL) "
+                      "ORDER BY v.created, v.item_id LIMIT $5",
+                      6},
+    /* donto's layout, as pg_vectors_check reads it: the columns the fabric
+     * writes and reads, and the UNIQUE key its upsert names. */
+    [Q_DV_COLS] = {"SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a WHERE "
+                   "a.attrelid = to_regclass('donto_vector') AND a.attnum > 0 AND NOT a.attisdropped",
+                   0},
+    [Q_DV_KEY] = {"SELECT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = to_regclass('donto_vector') "
+                  "AND i.indisunique AND i.indnkeyatts = 3 AND i.indpred IS NULL AND (SELECT array_agg(a.attname::text "
+                  "ORDER BY a.attname) FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)) "
+                  "= ARRAY['model_id', 'subject_id', 'subject_type'])",
+                  0},
     [Q_REPORT_PRUNE] = {"DELETE FROM reports WHERE created < $1", 1},
     [Q_EXTEND] = {"UPDATE queue SET lease_expires = GREATEST(lease_expires, $6) WHERE target = $1 AND "
                   "item_id = $2 AND ($3::text IS NULL OR model = $3) AND lease_owner = $4 AND "
@@ -162,6 +220,14 @@ static const struct {
                          "q AS (INSERT INTO queue (target, item_id, model, text) SELECT target, item_id, model, "
                          "text FROM w ON CONFLICT DO NOTHING) SELECT count(*) FROM w",
                          1},
+    /* The same under donto's layout: a withdrawn claim's row of
+     * donto_vector goes too, in the same statement. */
+    [Q_SUSP_WITHDRAW_D] = {"WITH w AS (DELETE FROM vectors v WHERE token = $1 AND verified = 0 AND text IS NOT NULL "
+                           "RETURNING target, item_id, model, text, vec), "
+                           "dd AS (DELETE FROM donto_vector d USING w WHERE " DV_JOIN("w", "d") "), "
+                           "q AS (INSERT INTO queue (target, item_id, model, text) SELECT target, item_id, model, "
+                           "text FROM w ON CONFLICT DO NOTHING) SELECT count(*) FROM w",
+                           1},
     [Q_SUSP_RELEASE] = {"UPDATE queue SET lease_owner = NULL, lease_expires = 0 WHERE "
                         "lease_owner >= $1 || '/' AND lease_owner < $1 || '0' AND lease_expires > $2",
                         2},
@@ -180,7 +246,7 @@ static const struct {
 };
 
 #define MODEL_CACHE 8
-#define MAXP 12
+#define MAXP 16
 
 typedef struct pg_store {
     donto_store base;
@@ -193,6 +259,7 @@ typedef struct pg_store {
         int dims;
     } models[MODEL_CACHE];
     int nmodels;
+    int dv_ok; /* donto_vector checked (pg_vectors_check) on this handle */
 } pg_store;
 
 /* Parameters of one statement: text, except bytea sent as binary. */
@@ -416,6 +483,15 @@ static int pg_enqueue(donto_store *b, const donto_enqueue_item *items, size_t n,
     size_t count = 0;
     if (added) *added = 0;
     if (n == 0) return 0;
+    /* donto_vector keys a statement by its uuid: under donto's layout a
+     * claim with another id could never be stored there (store.h). */
+    if (b->vectors == DONTO_VECTORS_DONTO)
+        for (size_t i = 0; i < n; i++)
+            if (items[i].target == DONTO_TARGET_CLAIM && !donto_store_is_uuid(items[i].item_id))
+                return donto_seterrc(err, DONTO_E_INVALID,
+                                     "postgres: enqueue: claim id '%.100s' is not a uuid, and donto_vector keys "
+                                     "statements by uuid (vectors donto)",
+                                     items[i].item_id ? items[i].item_id : "");
     if (pg_ready(s, err) || pg_cmd(s, "BEGIN", err)) return -1;
     const char **v = donto_xcalloc(4 * ENQ_ROWS, sizeof *v);
     char(*tnum)[8] = donto_xcalloc(ENQ_ROWS, sizeof *tnum);
@@ -603,6 +679,35 @@ static void sb_bytea_f32(sbuf *b, const float *v, int dims) {
     b->len += n;
 }
 
+/* The floats of the submit's vectors bound for donto_vector, as one float4[]
+ * parameter in the binary array format (array_recv; float4 = oid 700): the
+ * header for count elements, then each element as its length (4) and its
+ * IEEE bits big-endian. count 0: an empty array (ndim 0). */
+#define FLOAT4_OID 700u
+static void sb_float4_array_head(sbuf *b, size_t count) {
+    sb_be32(b, count ? 1 : 0);
+    sb_be32(b, 0);
+    sb_be32(b, FLOAT4_OID);
+    if (!count) return;
+    sb_be32(b, (uint32_t)count);
+    sb_be32(b, 1);
+}
+static void sb_float4s(sbuf *b, const float *v, int dims) {
+    for (int k = 0; k < dims; k++) {
+        uint32_t u;
+        memcpy(&u, &v[k], 4);
+        sb_be32(b, 4);
+        sb_be32(b, u);
+    }
+}
+
+/* Does this accepted item's embedding go to donto_vector (store.h)? */
+static int pg_to_donto(const pg_store *s, const donto_submit_item *it) {
+    return s->base.vectors == DONTO_VECTORS_DONTO && it->target == DONTO_TARGET_CLAIM && donto_store_is_uuid(it->item_id);
+}
+
+static int pg_vectors_check(donto_store *b, donto_err *err);
+
 /* One attempt at the whole submit transaction:
  *   1. lock and read every queue row of the batch in one statement, in key
  *      order (so two submits never deadlock on each other's rows);
@@ -620,7 +725,7 @@ static int pg_submit_once(pg_store *s, const char *worker_id, const donto_submit
     int *best = donto_xcalloc(n ? n : 1, sizeof *best);   /* row in q, or -1 */
     int *score = donto_xcalloc(n ? n : 1, sizeof *score);
     unsigned char *accept = donto_xcalloc(n ? n : 1, 1);
-    sbuf at = {0}, ai = {0}, am = {0}, ad = {0}, av = {0}, al = {0};
+    sbuf at = {0}, ai = {0}, am = {0}, ad = {0}, av = {0}, al = {0}, ao = {0}, af = {0};
 
     for (size_t i = 0; i < n; i++) {
         best[i] = -1;
@@ -714,22 +819,35 @@ static int pg_submit_once(pg_store *s, const char *worker_id, const donto_submit
     q = NULL;
     if (nacc) {
         at.len = ai.len = am.len = 0;
+        int donto = s->base.vectors == DONTO_VECTORS_DONTO;
+        size_t nfloats = 0, off = 0;
+        for (size_t i = 0; donto && i < n; i++)
+            if (accept[i] && pg_to_donto(s, &items[i])) nfloats += (size_t)items[i].dims;
         sb_bytea_array_head(&av, nacc);
+        if (donto) sb_float4_array_head(&af, nfloats);
         for (size_t i = 0; i < n; i++) {
             if (!accept[i]) continue;
             const donto_submit_item *it = &items[i];
+            int dv = donto && pg_to_donto(s, it);
             sb_i64(&at, it->target);
             sb_text(&ai, it->item_id);
             sb_text(&am, model[i]);
             sb_i64(&ad, it->dims);
-            sb_bytea_f32(&av, it->vector, it->dims);
+            /* An embedding in donto_vector leaves an empty vec in the ledger. */
+            sb_bytea_f32(&av, it->vector, dv ? 0 : it->dims);
             sb_i64(&al, it->lease_id);
+            if (donto) sb_i64(&ao, (int64_t)off);
+            if (dv) {
+                sb_float4s(&af, it->vector, it->dims);
+                off += (size_t)it->dims;
+            }
         }
         sb_end(&at);
         sb_end(&ai);
         sb_end(&am);
         sb_end(&ad);
         sb_end(&al);
+        if (donto) sb_end(&ao);
         pgp w = {0};
         p_text(&w, at.p);
         p_text(&w, ai.p);
@@ -741,7 +859,14 @@ static int pg_submit_once(pg_store *s, const char *worker_id, const donto_submit
         p_i64(&w, now_ms);
         char token[DONTO_TOKEN_NAME_MAX + 1];
         p_text(&w, donto_worker_token(worker_id, token, sizeof token) == 0 ? token : NULL);
-        if (!(q = pg_q(s, Q_SUB_WRITE, &w, "submit: move to vectors", err))) goto out;
+        if (donto) {
+            p_text(&w, ao.p);
+            p_bin(&w, af.p, af.len);
+            p_text(&w, DONTO_VECTOR_MODEL_VERSION);
+        }
+        if (!(q = pg_q(s, donto ? Q_SUB_WRITE_D : Q_SUB_WRITE, &w,
+                       donto ? "submit: move to vectors and donto_vector" : "submit: move to vectors", err)))
+            goto out;
         PQclear(q);
         q = NULL;
     }
@@ -784,6 +909,8 @@ out:
     free(ad.p);
     free(av.p);
     free(al.p);
+    free(ao.p);
+    free(af.p);
     return rc;
 }
 
@@ -791,7 +918,7 @@ static int pg_submit(donto_store *b, const char *worker_id, const donto_submit_i
                      size_t n, int64_t now_ms, donto_submit_result *res, donto_err *err) {
     pg_store *s = (pg_store *)b;
     res->upserted = res->repeated = 0;
-    if (pg_ready(s, err)) return -1;
+    if (pg_ready(s, err) || pg_vectors_check(b, err)) return -1;
     for (int attempt = 0;; attempt++) {
         if (pg_submit_once(s, worker_id, items, n, now_ms, res, err) == 0) return 0;
         if (attempt == 2 || !retryable(s)) return -1;
@@ -1094,7 +1221,9 @@ static int pg_vectors_mark(donto_store *b, donto_target t, const char *model, in
     p_text(&p, model);
     p_i64(&p, since_ms);
     p_i64(&p, b->verified_only);
-    PGresult *r = pg_q(s, Q_VEC_MARK, &p, "vectors high-water mark", err);
+    if (pg_vectors_check(b, err)) return -1;
+    PGresult *r = pg_q(s, b->vectors == DONTO_VECTORS_DONTO ? Q_VEC_MARK_D : Q_VEC_MARK, &p,
+                       "vectors high-water mark", err);
     if (!r) return -1;
     *count = i64(r, 0, 0);
     if (!PQgetisnull(r, 0, 1)) *max_created = i64(r, 0, 1);
@@ -1106,6 +1235,35 @@ static uint64_t be64(const char *b) {
     uint64_t v = 0;
     for (int i = 0; i < 8; i++) v = v << 8 | (unsigned char)b[i];
     return v;
+}
+
+static uint32_t be32(const unsigned char *b) {
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* A float4[] in the binary array format (array_send) as float32 LE bytes
+ * in *buf (grown as needed; *cap its size): one dimension, no NULLs, element
+ * type float4. 0 with *n floats, or -1 when it is anything else. An empty
+ * array (ndim 0) is -1 too: no vector has 0 dims. */
+static int pg_float4_array_le(const char *p, size_t len, unsigned char **buf, size_t *cap, size_t *n) {
+    const unsigned char *u = (const unsigned char *)p;
+    if (len < 20 || be32(u) != 1 || be32(u + 8) != FLOAT4_OID) return -1;
+    size_t count = be32(u + 12);
+    if (count == 0 || count > (1u << 20) || len != 20 + count * 8) return -1;
+    if (*cap < count * 4) {
+        *cap = count * 4;
+        *buf = donto_xrealloc(*buf, *cap);
+    }
+    const unsigned char *e = u + 20;
+    for (size_t k = 0; k < count; k++, e += 8) {
+        if (be32(e) != 4) return -1; /* a NULL element (-1) or a bad length */
+        uint32_t bits = be32(e + 4);
+        unsigned char *o = *buf + 4 * k;
+        o[0] = (unsigned char)bits, o[1] = (unsigned char)(bits >> 8), o[2] = (unsigned char)(bits >> 16),
+        o[3] = (unsigned char)(bits >> 24);
+    }
+    *n = count;
+    return 0;
 }
 
 static int pg_vectors_page(donto_store *b, donto_target t, const char *model, int64_t after_created,
@@ -1122,28 +1280,47 @@ static int pg_vectors_page(donto_store *b, donto_target t, const char *model, in
     p_text(&p, after_id);
     p_i64(&p, limit > INT64_MAX ? INT64_MAX : (int64_t)limit);
     p_i64(&p, b->verified_only);
-    PGresult *r = pg_qf(s, Q_VEC_PAGE, &p, "read vectors", 1, err);
+    if (pg_vectors_check(b, err)) return -1;
+    int donto = b->vectors == DONTO_VECTORS_DONTO;
+    PGresult *r = pg_qf(s, donto ? Q_VEC_PAGE_D : Q_VEC_PAGE, &p, "read vectors", 1, err);
     if (!r) return -1;
     int rows = PQntuples(r);
-    size_t cap = 0;
+    size_t cap = 0, lecap = 0;
+    unsigned char *le = NULL; /* a donto_vector embedding as float32 LE bytes */
     for (int i = 0; i < rows; i++) {
         /* Binary columns: text as bytes, int8 and int4 big-endian, bytea raw. */
         if (PQgetlength(r, i, 1) != 8 || PQgetlength(r, i, 2) != 4) {
             PQclear(r);
+            free(le);
             donto_vec_page_free(out);
             return donto_seterr(err, "postgres: read vectors: unexpected column sizes");
         }
         int64_t created = (int64_t)be64(PQgetvalue(r, i, 1));
         const unsigned char *d = (const unsigned char *)PQgetvalue(r, i, 2);
         int dims = (int)((uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 | (uint32_t)d[2] << 8 | d[3]);
+        const void *blob = PQgetvalue(r, i, 3);
+        size_t blen = (size_t)PQgetlength(r, i, 3);
+        if (donto && blen == 0 && !PQgetisnull(r, i, 4)) {
+            size_t nf = 0;
+            if (pg_float4_array_le(PQgetvalue(r, i, 4), (size_t)PQgetlength(r, i, 4), &le, &lecap, &nf)) {
+                PQclear(r);
+                free(le);
+                donto_vec_page_free(out);
+                return donto_seterr(err, "postgres: read vectors: donto_vector.embedding of %.200s is not a "
+                                         "one-dimensional float4[] without NULLs", PQgetvalue(r, i, 0));
+            }
+            dims = (int)nf, blob = le, blen = nf * 4;
+        }
         if (donto_vec_page_push(out, &cap, PQgetvalue(r, i, 0), (size_t)PQgetlength(r, i, 0), created, dims,
-                                PQgetvalue(r, i, 3), (size_t)PQgetlength(r, i, 3), err)) {
+                                blob, blen, err)) {
             PQclear(r);
+            free(le);
             donto_vec_page_free(out);
             return donto_preerr(err, "postgres");
         }
     }
     PQclear(r);
+    free(le);
     return 0;
 }
 
@@ -1204,8 +1381,10 @@ static int pg_suspend(donto_store *b, const char *token, const char *reason, int
     pgp rel = {0};
     p_text(&rel, token);
     p_i64(&rel, now_ms);
+    if (pg_vectors_check(b, err)) goto out;
     if (pg_cmd(s, "BEGIN", err)) goto out;
-    PGresult *wr = pg_q(s, Q_SUSP_WITHDRAW, &t, "suspend: withdraw vectors and queue their items again", err);
+    PGresult *wr = pg_q(s, b->vectors == DONTO_VECTORS_DONTO ? Q_SUSP_WITHDRAW_D : Q_SUSP_WITHDRAW, &t,
+                        "suspend: withdraw vectors and queue their items again", err);
     if (!wr) {
         pg_abort(s);
         goto out;
@@ -1272,6 +1451,57 @@ static int pg_migrations_applied(donto_store *b, const char *module, uint64_t *m
     return 0;
 }
 
+/* PostgreSQL can keep claims' embeddings in donto_vector (store.h); the
+ * table is checked on first use (pg_vectors_check). */
+static int pg_vectors_layout(donto_store *b, int layout, donto_err *err) {
+    (void)err;
+    if (layout != b->vectors) ((pg_store *)b)->dv_ok = 0;
+    return 0;
+}
+
+/* Under donto's layout: donto_vector is there with the columns the fabric
+ * writes and reads, of donto's types, and the UNIQUE key its upsert names
+ * (ON CONFLICT needs it). Once per handle; nothing is ever altered. */
+static int pg_vectors_check(donto_store *b, donto_err *err) {
+    static const struct {
+        const char *name, *type;
+    } need[] = {{"subject_type", "text"},   {"subject_id", "uuid"}, {"model_id", "text"},
+                {"model_version", "text"},  {"dimensions", "integer"}, {"embedding", "real[]"}};
+    pg_store *s = (pg_store *)b;
+    if (b->vectors != DONTO_VECTORS_DONTO || s->dv_ok) return 0;
+    if (pg_ready(s, err)) return -1;
+    PGresult *r = pg_q(s, Q_DV_COLS, NULL, "check donto_vector", err);
+    if (!r) return -1;
+    if (PQntuples(r) == 0) {
+        PQclear(r);
+        return donto_seterrc(err, DONTO_E_NOT_FOUND,
+                             "postgres: there is no table donto_vector (donto's migration 0033, or migrate with "
+                             "vectors donto to make it)");
+    }
+    for (size_t k = 0; k < sizeof need / sizeof need[0]; k++) {
+        const char *type = NULL;
+        for (int i = 0; i < PQntuples(r) && !type; i++)
+            if (!strcmp(PQgetvalue(r, i, 0), need[k].name)) type = PQgetvalue(r, i, 1);
+        if (!type || strcmp(type, need[k].type)) {
+            donto_seterrc(err, DONTO_E_INVALID,
+                          "postgres: donto_vector is not in donto's layout: column %s is %s%s, want %s", need[k].name,
+                          type ? "of type " : "", type ? type : "missing", need[k].type);
+            PQclear(r);
+            return -1;
+        }
+    }
+    PQclear(r);
+    if (!(r = pg_q(s, Q_DV_KEY, NULL, "check donto_vector's key", err))) return -1;
+    int key = PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    if (!key)
+        return donto_seterrc(err, DONTO_E_INVALID,
+                             "postgres: donto_vector is not in donto's layout: no UNIQUE (subject_type, subject_id, "
+                             "model_id)");
+    s->dv_ok = 1;
+    return 0;
+}
+
 static void pg_close(donto_store *b) {
     pg_store *s = (pg_store *)b;
     if (!s) return;
@@ -1313,6 +1543,8 @@ static const donto_store_ops PG_OPS = {
     .ping = pg_ping,
     .migrations_applied = pg_migrations_applied,
     .db = pg_db,
+    .vectors_layout = pg_vectors_layout,
+    .vectors_check = pg_vectors_check,
     .close = pg_close,
 };
 

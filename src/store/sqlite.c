@@ -1005,6 +1005,16 @@ static int sq_db(donto_store *b, donto_db *out, donto_err *err) {
     return 0;
 }
 
+/* donto_vector is donto's PostgreSQL table (float4[] embeddings, uuid
+ * subjects): a SQLite database keeps every vector in `vectors`. */
+static int sq_vectors_layout(donto_store *b, int layout, donto_err *err) {
+    (void)b;
+    if (layout == DONTO_VECTORS_OWN) return 0;
+    return donto_seterrc(err, DONTO_E_INVALID,
+                         "vectors in donto's table (donto_vector) need a PostgreSQL database; SQLite keeps "
+                         "its vectors in its own table (vectors own)");
+}
+
 static const donto_store_ops SQ_OPS = {
     .migrate = sq_migrate,
     .enqueue = sq_enqueue,
@@ -1030,6 +1040,7 @@ static const donto_store_ops SQ_OPS = {
     .ping = sq_ping,
     .migrations_applied = sq_migrations_applied,
     .db = sq_db,
+    .vectors_layout = sq_vectors_layout,
     .close = sq_close,
 };
 

@@ -23,6 +23,8 @@ const char *donto_target_name(donto_target t) {
     return (t >= 0 && t < DONTO_TARGET_N) ? donto_target_names[t] : "unknown";
 }
 
+const char *const donto_vectors_layout_names[3] = {"own", "donto", NULL};
+
 const char *donto_reject_reason(donto_reject r) {
     switch (r) {
     case DONTO_REJECT_NONE: return "ok";
@@ -152,6 +154,19 @@ donto_reject donto_submit_verdict_stored(const char *worker_id, int64_t given_le
 
 char *donto_strdup_or_null(const char *s) { return s ? donto_xstrdup(s) : NULL; }
 
+int donto_store_is_uuid(const char *s) {
+    if (!s) return 0;
+    for (int i = 0; i < 36; i++) {
+        char c = s[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-') return 0;
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+            return 0;
+        }
+    }
+    return s[36] == 0;
+}
+
 void donto_check_tally(const donto_check *checks, size_t n, int64_t *passed, int64_t *failed, int64_t *tail) {
     *passed = *failed = *tail = 0;
     for (size_t i = 0; i < n; i++) {
@@ -205,13 +220,14 @@ enum {
     OP_MIGRATE, OP_ENQUEUE, OP_LEASE, OP_SUBMIT, OP_RELEASE, OP_REPORT, OP_STATS,
     OP_EMBEDDED_SINCE, OP_CONTRIBUTORS, OP_SERIES, OP_REPORTS_RECENT, OP_TOKEN_ADD,
     OP_TOKEN_CHECK, OP_TOKEN_REVOKE, OP_TOKEN_LIST, OP_VECTORS_MARK, OP_VECTORS_PAGE, OP_PING,
-    OP_DB, OP_EXTEND, OP_TRUST_RECORD, OP_SUSPEND, OP_UNSUSPEND, OP_MIGRATIONS_APPLIED, OP_N
+    OP_DB, OP_EXTEND, OP_TRUST_RECORD, OP_SUSPEND, OP_UNSUSPEND, OP_MIGRATIONS_APPLIED, OP_VECTORS_LAYOUT,
+    OP_VECTORS_CHECK, OP_N
 };
 static const char *const OP_NAMES[OP_N] = {
     "migrate", "enqueue", "lease", "submit", "release", "report", "stats", "embedded_since",
     "contributors", "series", "reports_recent", "token_add", "token_check", "token_revoke",
     "token_list", "vectors_mark", "vectors_page", "ping", "db", "extend", "trust_record",
-    "suspend", "unsuspend", "migrations_applied",
+    "suspend", "unsuspend", "migrations_applied", "vectors_layout", "vectors_check",
 };
 
 /* Injected faults (tests only): calls left to fail, and with which code. */
@@ -282,7 +298,33 @@ int donto_store_apply_migrations(donto_store *s, const donto_migrations *set, do
 }
 
 int donto_store_migrate(donto_store *s, donto_err *err) {
-    return donto_store_apply_migrations(s, &DONTO_STORE_MIGRATIONS, err);
+    if (donto_store_apply_migrations(s, &DONTO_STORE_MIGRATIONS, err)) return -1;
+    if (s->vectors == DONTO_VECTORS_DONTO &&
+        (donto_store_apply_migrations(s, &DONTO_VECTOR_MIGRATIONS, err) || donto_store_vectors_check(s, err)))
+        return -1;
+    return 0;
+}
+
+static int vectors_layout(donto_store *s, int layout, donto_err *err) {
+    STORE_CALL(OP_VECTORS_LAYOUT, vectors_layout, layout, err);
+}
+
+int donto_store_set_vectors(donto_store *s, donto_vectors_layout layout, donto_err *err) {
+    if (layout != DONTO_VECTORS_OWN && layout != DONTO_VECTORS_DONTO)
+        return donto_seterrc(err, DONTO_E_INVALID, "store: unknown vectors layout %d", (int)layout);
+    if (layout != DONTO_VECTORS_OWN && vectors_layout(s, (int)layout, err)) {
+        /* A backend without the method keeps its own table only. */
+        if (donto_err_code(err) == DONTO_E_NOT_FOUND)
+            donto_seterrc(err, DONTO_E_INVALID, "store: this backend keeps vectors in its own table only");
+        return -1;
+    }
+    s->vectors = (int)layout;
+    return 0;
+}
+
+int donto_store_vectors_check(donto_store *s, donto_err *err) {
+    if (s && s->vectors == DONTO_VECTORS_OWN) return 0;
+    STORE_CALL(OP_VECTORS_CHECK, vectors_check, err);
 }
 
 int donto_store_enqueue(donto_store *s, const donto_enqueue_item *items, size_t n, size_t *added,

@@ -34,6 +34,9 @@ donto_reject donto_submit_verdict_stored(const char *worker_id, int64_t given_le
 
 char *donto_strdup_or_null(const char *s);
 
+/* s is a uuid in the canonical 8-4-4-4-12 hex form (either case). */
+int donto_store_is_uuid(const char *s);
+
 /* A batch of checks, for the token's record: passed, failed, and tail =
  * the passes after the last failure (the new streak when failed > 0, else
  * what the streak grows by). Shared so both backends count alike. */
