@@ -221,6 +221,27 @@ static void test_fleet_counters(void) {
         CHECK(raw_count("SELECT 1 WHERE pg_try_advisory_lock(4242)") == 0, "pg: another session took the held lock");
     CHECK(donto_store_unlock(s, 4242, &err) == 0, "%s: unlock: %s", g_backend, err.msg);
     if (pg) CHECK(raw_count("SELECT 1 WHERE pg_try_advisory_lock(4242)") == 1, "pg: the released lock is free");
+    /* A token's leases across handles: its workers' ("tk/..."), not those of
+     * a token whose name it begins ("tkx/..."), not those run out. */
+    donto_enqueue_item it[4] = {{DONTO_TARGET_CLAIM, "lb-1", "t", "m"},
+                                {DONTO_TARGET_CLAIM, "lb-2", "t", "m"},
+                                {DONTO_TARGET_CLAIM, "lb-3", "t", "m"},
+                                {DONTO_TARGET_CLAIM, "lb-4", "t", "m"}};
+    size_t added = 0;
+    donto_lease_batch b1 = {0}, b2 = {0}, b3 = {0};
+    CHECK(donto_store_enqueue(s, it, 4, &added, &err) == 0 && added == 4, "%s: enqueue: %s", g_backend, err.msg);
+    CHECK(donto_store_lease(s, "tk/w1", 2, DONTO_TARGET_CLAIM, 1000, 5000, &b1, &err) == 0 && b1.n == 2 &&
+              donto_store_lease(t, "tkx/w", 1, DONTO_TARGET_CLAIM, 1000, 5000, &b2, &err) == 0 && b2.n == 1 &&
+              donto_store_lease(t, "tk/w2", 1, DONTO_TARGET_CLAIM, 1000, 100, &b3, &err) == 0 && b3.n == 1,
+          "%s: leases: %s", g_backend, err.msg);
+    int64_t held = -1, first = -1;
+    CHECK(donto_store_leased_by(s, "tk", 2000, &held, &first, &err) == 0 && held == 2 && first == 6000,
+          "%s: leased by tk: %lld, first expiry %lld (%s)", g_backend, (long long)held, (long long)first, err.msg);
+    CHECK(donto_store_leased_by(t, "tk", 1050, &held, &first, &err) == 0 && held == 3 && first == 1100,
+          "%s: leased by tk before w2's ran out: %lld", g_backend, (long long)held);
+    CHECK(donto_store_leased_by(t, "nobody", 0, &held, &first, &err) == 0 && held == 0 && first == 0,
+          "%s: leased by nobody: %lld", g_backend, (long long)held);
+    donto_lease_batch_free(&b1), donto_lease_batch_free(&b2), donto_lease_batch_free(&b3);
     donto_store_close(t);
     /* Held by a handle that goes away: the server releases it. */
     CHECK(donto_store_lock(s, 4243, &err) == 0, "%s: lock: %s", g_backend, err.msg);

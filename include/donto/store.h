@@ -463,6 +463,11 @@ int donto_store_counters_get(donto_store *s, const char *const *names, size_t n,
  * PostgreSQL's session advisory lock on key; SQLite: nothing, returns 0. */
 int donto_store_lock(donto_store *s, int64_t key, donto_err *err);
 int donto_store_unlock(donto_store *s, int64_t key, donto_err *err);
+/* Items token holds leased now (leases of its workers "<token>/...", from
+ * any coordinator, not run out at now_ms), and the earliest of their
+ * expiries (0: none): the fleet-wide --max-outstanding. */
+int donto_store_leased_by(donto_store *s, const char *token, int64_t now_ms, int64_t *count, int64_t *first_expiry,
+                          donto_err *err);
 
 /* ---- fault injection, for tests -------------------------------------------
  * Make the next `count` calls of the operation named op ("lease", "submit",

@@ -15,7 +15,14 @@
  * SQLite, nothing (one file, one host: coordinators sharing it already
  * serialise on its writer lock, and the fleet is a PostgreSQL setup).
  *
- * Both go through donto_store_db() (the live connection) rather than a
+ * A token's leases across the fleet: the items it holds leased now,
+ * whichever coordinator leased them (queue rows whose owner is
+ * "<token>/..." and whose lease has not run out), for --max-outstanding.
+ * One range of the queue_ready index (lease_expires > now: the leases live
+ * now, of every token) filtered by owner; its cost grows with the fleet's
+ * items in flight, not with the queue.
+ *
+ * All three go through donto_store_db() (the live connection) rather than a
  * method of each backend: a few statements in the SQL both databases
  * speak, kept here in one place. A backend without a database (the
  * coordinator tests' fake store) answers DONTO_E_NOT_FOUND, and callers fall
@@ -128,3 +135,44 @@ static int advisory(donto_store *s, int64_t key, int lock, donto_err *err) {
 
 int donto_store_lock(donto_store *s, int64_t key, donto_err *err) { return advisory(s, key, 1, err); }
 int donto_store_unlock(donto_store *s, int64_t key, donto_err *err) { return advisory(s, key, 0, err); }
+
+int donto_store_leased_by(donto_store *s, const char *token, int64_t now_ms, int64_t *count, int64_t *first_expiry,
+                          donto_err *err) {
+    donto_err local = {0};
+    if (!err) err = &local;
+    *count = 0, *first_expiry = 0;
+    if (!token || !*token) return donto_seterrc(err, DONTO_E_INVALID, "leased by: no token");
+    char prefix[DONTO_TOKEN_NAME_MAX + 2];
+    snprintf(prefix, sizeof prefix, "%s%c", token, DONTO_WORKER_SEP);
+    donto_db db;
+    if (donto_store_db(s, &db, err)) return -1;
+    /* substr/length, not LIKE (a token name may hold % or _) nor a range
+     * (collations differ): both databases speak these. */
+    if (db.kind == DONTO_DB_POSTGRES) {
+        char now[24];
+        snprintf(now, sizeof now, "%" PRId64, now_ms);
+        const char *v[2] = {prefix, now};
+        PGresult *r = NULL;
+        if (pg_exec(db.pg,
+                    "SELECT count(*), coalesce(min(lease_expires), 0) FROM queue WHERE lease_expires > $2::bigint"
+                    " AND substr(lease_owner, 1, length($1)) = $1",
+                    2, v, &r, "leased by token", err))
+            return -1;
+        *count = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        *first_expiry = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+        PQclear(r);
+        return 0;
+    }
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db.sqlite,
+                           "SELECT count(*), coalesce(min(lease_expires), 0) FROM queue WHERE lease_expires > ?2"
+                           " AND substr(lease_owner, 1, length(?1)) = ?1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sq_fail(db.sqlite, "leased by token", err);
+    sqlite3_bind_text(st, 1, prefix, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, now_ms);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) *count = sqlite3_column_int64(st, 0), *first_expiry = sqlite3_column_int64(st, 1);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : sq_fail(db.sqlite, "leased by token", err);
+}
