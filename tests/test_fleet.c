@@ -91,7 +91,8 @@ static int serve_start(int i) {
     snprintf(ttl, sizeof ttl, "%d", TTL_S);
     char *argv[] = {g_exe, "serve", "--db", g_db, "--listen", "127.0.0.1:0", "--threads", "4", "--pool", "4",
                     "--lease-ttl", ttl, "--drain", "5", "--lease-rate", "0", "--model", g_model, "--model-name",
-                    MODEL, "--verify", "on", "--ann-min", "500", NULL};
+                    MODEL, "--verify", "on", "--ann-min", "500",
+                    "--max-outstanding", "256", NULL};
     g_serve[i] = spawn(argv, NULL, lg);
     if (g_serve[i] < 0) return -1;
     double end = donto_now() + 60;
@@ -188,12 +189,17 @@ static int64_t store_embedded(void) {
 
 /* ---- /stats --------------------------------------------------------------- */
 
-static json_t *get_json(int coord, const char *path) {
+static json_t *http_json(int coord, const char *path, const char *token, const char *body, long *status) {
     CURL *c = curl_easy_init();
     char url[256], auth[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/embed%s", g_port[coord], path);
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", g_adm);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
     struct curl_slist *h = curl_slist_append(NULL, auth);
+    h = curl_slist_append(h, "Content-Type: application/json");
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    }
     buf b = {NULL, 0};
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
@@ -203,12 +209,16 @@ static json_t *get_json(int coord, const char *path) {
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     long st = 0;
     if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-    json_t *j = st == 200 && b.p ? json_loads(b.p, 0, NULL) : NULL;
+    json_t *j = b.p ? json_loads(b.p, 0, NULL) : NULL;
     free(b.p);
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
+    if (status) *status = st;
+    if (st != 200 && !status) json_decref(j), j = NULL;
     return j;
 }
+
+static json_t *get_json(int coord, const char *path) { return http_json(coord, path, g_adm, NULL, NULL); }
 
 static json_t *get_stats(int coord) { return get_json(coord, "/stats"); }
 
@@ -250,6 +260,63 @@ static void fleet_line(json_t *j, char *out, size_t cap) {
 }
 
 /* ---- the run ---------------------------------------------------------------- */
+
+/* A token's items leased now, from the database. */
+static int64_t leased_of(PGconn *pc, const char *token) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM queue WHERE lease_owner LIKE '%s/%%' AND lease_expires > %lld",
+             token, (long long)now_ms());
+    return sql_int(pc, sql);
+}
+
+/* --max-outstanding across the fleet: a token leasing from every
+ * coordinator holds at most the cap in all (each coordinator used to count
+ * only its own leases: three coordinators, three times the cap). Then it
+ * releases everything through a coordinator that did not lease it. */
+static void case_hoard(void) {
+    char tok[80] = "";
+    char path[1400];
+    snprintf(path, sizeof path, "%s/fleet-h.tok", g_dir);
+    const char *t = slurp(path);
+    snprintf(tok, sizeof tok, "%.64s", t ? t : "");
+    PGconn *pc = PQconnectdb(g_db);
+    json_t *batch[NCOORD] = {NULL};
+    long st[NCOORD] = {0};
+    int64_t got[NCOORD] = {0};
+    for (int i = 0; i < NCOORD; i++) {
+        json_t *j = http_json(i, "/lease", tok, "{\"worker_id\": \"h\", \"n\": 200, \"target\": \"claim\"}", &st[i]);
+        batch[i] = json_incref(json_object_get(j, "batch"));
+        got[i] = (int64_t)json_array_size(batch[i]);
+        json_decref(j);
+    }
+    int64_t held = leased_of(pc, "fleet-h");
+    fprintf(stderr, "-- hoard: leases of 200 at 3 coordinators: %ld/%lld %ld/%lld %ld/%lld items (canaries included); "
+            "%lld held in the database, cap 256\n", st[0], (long long)got[0], st[1], (long long)got[1], st[2],
+            (long long)got[2], (long long)held);
+    CHECK(st[0] == 200 && got[0] >= 200, "hoard: the first lease gets 200 (%ld, %lld)", st[0], (long long)got[0]);
+    CHECK(held == 256, "hoard: the token holds %lld items across the fleet, the cap is 256", (long long)held);
+    CHECK(st[2] == 429, "hoard: the third coordinator answers %ld, want 429 at the cap", st[2]);
+    /* Release it all through coordinator 2 (none of it was leased there). */
+    json_t *items = json_array();
+    for (int i = 0; i < NCOORD; i++)
+        for (size_t k = 0; k < json_array_size(batch[i]); k++) {
+            json_t *it = json_array_get(batch[i], k);
+            json_array_append_new(items, json_pack("{s:s, s:O, s:O}", "target", "claim", "item_id",
+                                                   json_object_get(it, "item_id"), "lease_id",
+                                                   json_object_get(it, "lease_id")));
+        }
+    json_t *req = json_pack("{s:s, s:o}", "worker_id", "h", "items", items);
+    char *body = json_dumps(req, JSON_COMPACT);
+    long rs = 0;
+    json_t *j = http_json(2, "/release", tok, body, &rs);
+    int64_t released = json_integer_value(json_object_get(j, "released"));
+    CHECK(rs == 200 && released == held, "hoard: released %lld through another coordinator (%ld), want %lld",
+          (long long)released, rs, (long long)held);
+    CHECK(leased_of(pc, "fleet-h") == 0, "hoard: nothing left leased");
+    json_decref(j), json_decref(req), free(body);
+    for (int i = 0; i < NCOORD; i++) json_decref(batch[i]);
+    PQfinish(pc);
+}
 
 typedef struct {
     char id[32];
@@ -294,6 +361,11 @@ int main(int argc, char **argv) {
     CHECK(p > 0 && wait_exit(p, 60) == 0, "token add admin");
     char *s = slurp(path);
     snprintf(g_adm, sizeof g_adm, "%.64s", s ? s : "");
+    char hpath[1400];
+    snprintf(hpath, sizeof hpath, "%s/fleet-h.tok", g_dir);
+    char *addh[] = {g_exe, "token", "add", "fleet-h", "--db", g_db, NULL};
+    p = spawn(addh, hpath, setup_log);
+    CHECK(p > 0 && wait_exit(p, 60) == 0, "token add fleet-h");
     for (int k = 0; k < 2; k++) {
         char name[16];
         snprintf(name, sizeof name, "fleet-%c", 'a' + k);
@@ -315,6 +387,7 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr, "-- 3 coordinators on ports %d %d %d (%.1f s)\n", g_port[0], g_port[1], g_port[2], donto_now() - t0);
 
+    case_hoard();
     /* Two workers per coordinator, one of each token. */
     wproc w[16];
     int nw = 0;

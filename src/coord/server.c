@@ -200,6 +200,7 @@ struct donto_coord {
     char *recall_model;
     /* Trust (docs/trust.md). */
     coord_limits *limits;
+    int64_t max_outstanding; /* items a token holds leased, fleet-wide; 0: no limit */
     verify_pool *verify;  /* NULL: no verification */
     char *verify_model;   /* the stored model name the verifier embeds */
     float min_cosine;     /* the verifier's pass mark */
@@ -771,6 +772,29 @@ static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
                                                 "release some, or retry after the delay given",
                      why);
         goto out;
+    }
+    /* --max-outstanding holds across the fleet (docs/fleet.md): what the
+     * token holds leased from every coordinator, from the database (the
+     * count above is this coordinator's own). Lease requests of one token
+     * answered at the same moment may each see the same room, so the cap
+     * can be passed by what those requests lease at once, no more. A store
+     * without a database to ask (tests' fakes): this coordinator's count. */
+    if (c->max_outstanding > 0) {
+        int64_t held = 0, first = 0;
+        if (donto_store_leased_by(s, r->token, now, &held, &first, &e) == 0) {
+            if (held >= c->max_outstanding) {
+                int64_t wait = first > now ? (first - now + 999) / 1000 : 1;
+                a = too_many((int)(wait < 3600 ? wait : 3600),
+                             "this token holds its limit of leased items (%s) across the coordinators; submit or "
+                             "release some, or retry after the delay given",
+                             "outstanding");
+                goto out;
+            }
+            if (n > c->max_outstanding - held) n = (int)(c->max_outstanding - held);
+        } else if (e.code != DONTO_E_NOT_FOUND) {
+            DLOG_WARN("coord: lease: the token's leases across the fleet: %s (this coordinator's count used)", e.msg);
+        }
+        e = (donto_err){0};
     }
     /* Other tokens' replicas waiting for a vote take up to half the batch
      * (all of it when the queue runs dry, or the token is behind), so they
@@ -1507,6 +1531,7 @@ static int trust_start(donto_coord *c, const donto_coord_config *cfg, donto_err 
     };
     if (lc.lease_per_s > 0 && lc.lease_burst < lc.lease_per_s) lc.lease_burst = lc.lease_per_s;
     if (!(c->limits = limits_new(&lc))) return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
+    c->max_outstanding = lc.max_outstanding;
     trust_params_default(&c->trust);
     if (cfg->trust_after > 0) c->trust.trust_after = cfg->trust_after;
     if (cfg->verify_floor > 0) c->trust.p_floor = cfg->verify_floor;
