@@ -25,6 +25,14 @@
  * counts (table donto_counters). Before those counts came from the
  * database, each coordinator showed its own: the survivors disagreed.
  *
+ * Before the workers start, a token with none leases 200 items at each
+ * coordinator under --max-outstanding 256: it must hold 256 in all (it held
+ * 600 while each coordinator counted only its own leases), and releases
+ * them through a coordinator that leased none. After the run, both
+ * survivors are asked for recall at once while the test holds the claim
+ * index's advisory lock: neither answers until it is released (each then
+ * builds its own index, one after the other), and both answer the same.
+ *
  * `test_fleet pg` only (the SQLite file of one host is not the setup);
  * every wait is bounded. */
 #define _GNU_SOURCE
@@ -505,11 +513,14 @@ int main(int argc, char **argv) {
             (long long)nvec, (long long)checks, (long long)jnum(st[1], "verify", "checked"),
             (long long)jnum(st[1], "verify", "canaries_passed"), donto_now() - t0);
     for (int i = 1; i < NCOORD; i++) json_decref(st[i]);
-    PQfinish(pc);
 
     /* Recall: each survivor builds its own ANN index (in memory; the build
      * under the database's advisory lock, one coordinator at a time), both
-     * at once here; both answer, with the same nearest items. */
+     * asked at once here; both answer, with the same nearest items. While
+     * the test itself holds the claim index's lock (7316100 + claim), neither
+     * may answer: a build waits for the lock. */
+    int64_t locked = sql_int(pc, "SELECT 1 FROM (SELECT pg_advisory_lock(7316100 + 0)) AS l");
+    CHECK(locked == 1, "the test takes the recall index lock");
     char ids[NCOORD][512] = {{0}};
     pid_t rq[NCOORD];
     int rp[NCOORD][2];
@@ -532,11 +543,20 @@ int main(int argc, char **argv) {
         }
         close(rp[i][1]);
     }
+    msleep(1500);
+    int reaped[NCOORD] = {0};
+    for (int i = 1; i < NCOORD; i++) {
+        int wst = 0;
+        reaped[i] = waitpid(rq[i], &wst, WNOHANG) == rq[i];
+        CHECK(!reaped[i], "coordinator %d answered /recall while the test held the index lock", i);
+    }
+    CHECK(sql_int(pc, "SELECT 1 FROM (SELECT pg_advisory_unlock(7316100 + 0)) AS l") == 1, "release the lock");
+    PQfinish(pc);
     for (int i = 1; i < NCOORD; i++) {
         ssize_t n = read(rp[i][0], ids[i], sizeof ids[i] - 1);
         ids[i][n > 0 ? n : 0] = 0;
         close(rp[i][0]);
-        CHECK(wait_exit(rq[i], 60) == 0, "recall client %d", i);
+        CHECK(reaped[i] || wait_exit(rq[i], 60) == 0, "recall client %d", i);
         fprintf(stderr, "-- coordinator %d /recall: %s\n", i, ids[i]);
     }
     CHECK(ids[1][0] && strcmp(ids[1], "(no answer)") && strcmp(ids[1], ids[2]) == 0,
