@@ -141,8 +141,8 @@ static void test_migration_registry(void) {
     CHECK(donto_store_apply_migrations(s, &set, &err) == 0, "%s regmod again: %s", g_backend, err.msg);
     CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'regmod'") == 2,
           "%s: regmod recorded twice over", g_backend);
-    CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'store'") == 8,
-          "%s: the store's eight migrations", g_backend);
+    CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'store'") == 9,
+          "%s: the store's nine migrations", g_backend);
     /* A broken migration fails with the module and version named and is not recorded. */
     static const donto_migration BAD[] = {{3, "broken", {"CREATE TABLE (", "CREATE TABLE ("}}};
     donto_migrations bad = {"regmod", BAD, 1};
@@ -160,15 +160,15 @@ static void test_migration_registry(void) {
     /* A token from then survives the later rebuilds of its table (7, 8). */
     CHECK(raw_sql("INSERT INTO tokens (name, hash, role, created) VALUES ('keep', 'h-keep', 'reader', 5)") == 0,
           "%s: a token before the upgrade", g_backend);
-    /* It predates migration 7 too: undo what that added. */
-    CHECK(raw_sql(pg ? "DROP INDEX vectors_token; ALTER TABLE vectors DROP COLUMN token, DROP COLUMN verified,"
+    /* It predates migrations 7 and 9 too: undo what they added. */
+    CHECK(raw_sql(pg ? "DROP TABLE donto_counters; DROP INDEX vectors_token; ALTER TABLE vectors DROP COLUMN token, DROP COLUMN verified,"
                        " DROP COLUMN text; ALTER TABLE reports DROP COLUMN token; ALTER TABLE tokens"
                        " DROP COLUMN suspended, DROP COLUMN reason, DROP COLUMN streak, DROP COLUMN checks,"
                        " DROP COLUMN failed, DROP COLUMN withdrawn, DROP COLUMN suspended_at"
-                     : "DROP INDEX vectors_token; ALTER TABLE vectors DROP COLUMN token;"
+                     : "DROP TABLE donto_counters; DROP INDEX vectors_token; ALTER TABLE vectors DROP COLUMN token;"
                        " ALTER TABLE vectors DROP COLUMN verified; ALTER TABLE vectors DROP COLUMN text;"
                        " ALTER TABLE reports DROP COLUMN token") == 0,
-          "%s: undo migration 7", g_backend);
+          "%s: undo migrations 7 and 9", g_backend);
     CHECK(raw_sql(pg ? "DROP TABLE donto_migrations; CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,"
                        " name TEXT NOT NULL, applied TIMESTAMPTZ NOT NULL DEFAULT now());"
                        "INSERT INTO schema_migrations (version, name) VALUES (1, 'queue and vectors'),"
@@ -183,8 +183,8 @@ static void test_migration_registry(void) {
     donto_store_close(s);
     CHECK(donto_store_open(g_url, &s, &err) == 0, "%s reopen: %s", g_backend, err.msg);
     CHECK(donto_store_migrate(s, &err) == 0, "%s migrate a legacy database: %s", g_backend, err.msg);
-    CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'store'") == 8,
-          "%s: legacy store rows, and migrations 7 and 8 applied since", g_backend);
+    CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'store'") == 9,
+          "%s: legacy store rows, and migrations 7, 8 and 9 applied since", g_backend);
     CHECK(raw_count("SELECT name FROM tokens WHERE name = 'keep' AND role = 'reader' AND created = 5") == 1,
           "%s: the token survived migrations 7 and 8", g_backend);
     CHECK(raw_sql("INSERT INTO tokens (name, hash, role, created) VALUES ('an', 'h-an', 'analyst', 6)") == 0,
@@ -194,6 +194,59 @@ static void test_migration_registry(void) {
     CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'substrate' AND version = 1") == 1,
           "%s: legacy substrate row", g_backend);
     donto_store_close(s);
+}
+
+/* Many coordinators, one database (docs/fleet.md; src/store/fleet.c):
+ * counters every handle adds to and reads the same; the advisory lock held
+ * by one handle's connection keeps every other session out until released
+ * (PostgreSQL; on SQLite the lock is nothing and succeeds). */
+static void test_fleet_counters(void) {
+    donto_store *s = fresh(), *t = NULL;
+    donto_err err = {0};
+    CHECK(donto_store_open(g_url, &t, &err) == 0, "%s: a second handle: %s", g_backend, err.msg);
+    CHECK(donto_store_counter_add(s, "a", 2, &err) == 0 && donto_store_counter_add(t, "a", 3, &err) == 0 &&
+              donto_store_counter_add(s, "b", -1, &err) == 0 && donto_store_counter_add(t, "b", 0, &err) == 0,
+          "%s: counter add: %s", g_backend, err.msg);
+    CHECK(donto_store_counter_add(s, "", 1, &err) == -1 && err.code == DONTO_E_INVALID, "%s: a nameless counter",
+          g_backend);
+    const char *names[] = {"a", "b", "never"};
+    int64_t v[3] = {-9, -9, -9}, w[3] = {-9, -9, -9};
+    CHECK(donto_store_counters_get(s, names, 3, v, &err) == 0 && donto_store_counters_get(t, names, 3, w, &err) == 0,
+          "%s: counters get: %s", g_backend, err.msg);
+    CHECK(v[0] == 5 && v[1] == -1 && v[2] == 0 && !memcmp(v, w, sizeof v), "%s: counters %lld %lld %lld",
+          g_backend, (long long)v[0], (long long)v[1], (long long)v[2]);
+    int pg = strcmp(g_backend, "pg") == 0;
+    CHECK(donto_store_lock(s, 4242, &err) == 0, "%s: lock: %s", g_backend, err.msg);
+    if (pg)
+        CHECK(raw_count("SELECT 1 WHERE pg_try_advisory_lock(4242)") == 0, "pg: another session took the held lock");
+    CHECK(donto_store_unlock(s, 4242, &err) == 0, "%s: unlock: %s", g_backend, err.msg);
+    if (pg) CHECK(raw_count("SELECT 1 WHERE pg_try_advisory_lock(4242)") == 1, "pg: the released lock is free");
+    /* A token's leases across handles: its workers' ("tk/..."), not those of
+     * a token whose name it begins ("tkx/..."), not those run out. */
+    donto_enqueue_item it[4] = {{DONTO_TARGET_CLAIM, "lb-1", "t", "m"},
+                                {DONTO_TARGET_CLAIM, "lb-2", "t", "m"},
+                                {DONTO_TARGET_CLAIM, "lb-3", "t", "m"},
+                                {DONTO_TARGET_CLAIM, "lb-4", "t", "m"}};
+    size_t added = 0;
+    donto_lease_batch b1 = {0}, b2 = {0}, b3 = {0};
+    CHECK(donto_store_enqueue(s, it, 4, &added, &err) == 0 && added == 4, "%s: enqueue: %s", g_backend, err.msg);
+    CHECK(donto_store_lease(s, "tk/w1", 2, DONTO_TARGET_CLAIM, 1000, 5000, &b1, &err) == 0 && b1.n == 2 &&
+              donto_store_lease(t, "tkx/w", 1, DONTO_TARGET_CLAIM, 1000, 5000, &b2, &err) == 0 && b2.n == 1 &&
+              donto_store_lease(t, "tk/w2", 1, DONTO_TARGET_CLAIM, 1000, 100, &b3, &err) == 0 && b3.n == 1,
+          "%s: leases: %s", g_backend, err.msg);
+    int64_t held = -1, first = -1;
+    CHECK(donto_store_leased_by(s, "tk", 2000, &held, &first, &err) == 0 && held == 2 && first == 6000,
+          "%s: leased by tk: %lld, first expiry %lld (%s)", g_backend, (long long)held, (long long)first, err.msg);
+    CHECK(donto_store_leased_by(t, "tk", 1050, &held, &first, &err) == 0 && held == 3 && first == 1100,
+          "%s: leased by tk before w2's ran out: %lld", g_backend, (long long)held);
+    CHECK(donto_store_leased_by(t, "nobody", 0, &held, &first, &err) == 0 && held == 0 && first == 0,
+          "%s: leased by nobody: %lld", g_backend, (long long)held);
+    donto_lease_batch_free(&b1), donto_lease_batch_free(&b2), donto_lease_batch_free(&b3);
+    donto_store_close(t);
+    /* Held by a handle that goes away: the server releases it. */
+    CHECK(donto_store_lock(s, 4243, &err) == 0, "%s: lock: %s", g_backend, err.msg);
+    donto_store_close(s);
+    if (pg) CHECK(raw_count("SELECT 1 WHERE pg_try_advisory_lock(4243)") == 1, "pg: a closed holder's lock is free");
 }
 
 /* The wrappers: the database handle, error codes, injected faults. */
@@ -1342,6 +1395,7 @@ static void run_suite(const char *backend, int nitems) {
     test_migrate_idempotent();
     test_migration_registry();
     test_wrappers();
+    test_fleet_counters();
     test_enqueue_duplicates();
     test_lease();
     test_lease_any_order();

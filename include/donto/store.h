@@ -497,6 +497,24 @@ int donto_store_ping(donto_store *s, donto_err *err);
 /* The database behind s (reconnected if it went away). */
 int donto_store_db(donto_store *s, donto_db *out, donto_err *err);
 
+/* ---- many coordinators on one database (docs/fleet.md; src/store/fleet.c) ----
+ * Fleet-wide counters (store migration 9): add delta to the counter name
+ * (created at 0), at once and for every process sharing the database. */
+int donto_store_counter_add(donto_store *s, const char *name, int64_t delta, donto_err *err);
+/* The values of the n counters names (0 for one never added to). A database
+ * before migration 9, or a backend without one: DONTO_E_NOT_FOUND. */
+int donto_store_counters_get(donto_store *s, const char *const *names, size_t n, int64_t *out, donto_err *err);
+/* A lock across the processes sharing the database, held by s's connection
+ * until donto_store_unlock on the same s (or until that connection dies):
+ * PostgreSQL's session advisory lock on key; SQLite: nothing, returns 0. */
+int donto_store_lock(donto_store *s, int64_t key, donto_err *err);
+int donto_store_unlock(donto_store *s, int64_t key, donto_err *err);
+/* Items token holds leased now (leases of its workers "<token>/...", from
+ * any coordinator, not run out at now_ms), and the earliest of their
+ * expiries (0: none): the fleet-wide --max-outstanding. */
+int donto_store_leased_by(donto_store *s, const char *token, int64_t now_ms, int64_t *count, int64_t *first_expiry,
+                          donto_err *err);
+
 /* ---- fault injection, for tests -------------------------------------------
  * Make the next `count` calls of the operation named op ("lease", "submit",
  * ... as in donto_store_<op>; "*" for every operation) fail, in any store

@@ -201,6 +201,7 @@ struct donto_coord {
     char *recall_model;
     /* Trust (docs/trust.md). */
     coord_limits *limits;
+    int64_t max_outstanding; /* items a token holds leased, fleet-wide; 0: no limit */
     verify_pool *verify;  /* NULL: no verification */
     char *verify_model;   /* the stored model name the verifier embeds */
     float min_cosine;     /* the verifier's pass mark */
@@ -250,6 +251,20 @@ typedef struct {
 static int64_t wall_ms(void *ctx) {
     (void)ctx;
     return donto_unix_ms();
+}
+
+/* Fleet-wide event counts (docs/fleet.md): every coordinator on the database
+ * adds to the same rows, and /stats reads them back, so the figures are the
+ * fleet's whichever coordinator answers. A failure is logged and the event
+ * goes uncounted there (this process's own counters still have it). */
+static const char *const FLEET_COUNTERS[] = {"verify_passed", "verify_failed", "verify_skipped", "canary_passed",
+                                             "canary_failed"};
+enum { FC_VERIFY_PASSED, FC_VERIFY_FAILED, FC_VERIFY_SKIPPED, FC_CANARY_PASSED, FC_CANARY_FAILED, FC_N };
+
+static void fleet_count(donto_store *s, int which) {
+    donto_err e = {0};
+    if (donto_store_counter_add(s, FLEET_COUNTERS[which], 1, &e) && e.code != DONTO_E_NOT_FOUND)
+        DLOG_WARN("coord: counting %s for the fleet: %s", FLEET_COUNTERS[which], e.msg);
 }
 
 static void inflight_add(donto_coord *c, int d) {
@@ -548,15 +563,19 @@ static void replica_verdicts(donto_coord *c, donto_store *s, const replica_resul
 static void on_verified(void *ctx, const verify_job *job, float cosine, int pass, const float *ref) {
     donto_coord *c = ctx;
     limits_checks_pending(c->limits, job->token, -1, c->now_ms(c->clock_ctx));
-    if (pass < 0) return; /* not checked (verify.h): no verdict */
     /* What the coordinator embedded itself is a canary for later leases. */
-    if (pass && ref && c->canaries)
+    if (pass > 0 && ref && c->canaries)
         canary_offer(c->canaries, (donto_target)job->target, job->item_id,
                      job->model ? job->model : c->verify_model ? c->verify_model : "", job->text, ref, job->dims);
     donto_store *s = pool_take(&c->pool, 30.0);
     if (!s) {
         DLOG_WARN("coord: verify: no store handle free for 30 s; the check of %s %.200s is lost",
                   donto_target_name((donto_target)job->target), job->item_id);
+        return;
+    }
+    fleet_count(s, pass < 0 ? FC_VERIFY_SKIPPED : pass ? FC_VERIFY_PASSED : FC_VERIFY_FAILED);
+    if (pass < 0) { /* not checked (verify.h): no verdict */
+        pool_give(&c->pool, s);
         return;
     }
     int64_t now = c->now_ms(c->clock_ctx);
@@ -753,6 +772,29 @@ static answer do_lease(donto_coord *c, donto_store *s, const request *r) {
                      why);
         goto out;
     }
+    /* --max-outstanding holds across the fleet (docs/fleet.md): what the
+     * token holds leased from every coordinator, from the database (the
+     * count above is this coordinator's own). Lease requests of one token
+     * answered at the same moment may each see the same room, so the cap
+     * can be passed by what those requests lease at once, no more. A store
+     * without a database to ask (tests' fakes): this coordinator's count. */
+    if (c->max_outstanding > 0) {
+        int64_t held = 0, first = 0;
+        if (donto_store_leased_by(s, r->token, now, &held, &first, &e) == 0) {
+            if (held >= c->max_outstanding) {
+                int64_t wait = first > now ? (first - now + 999) / 1000 : 1;
+                a = too_many((int)(wait < 3600 ? wait : 3600),
+                             "this token holds its limit of leased items (%s) across the coordinators; submit or "
+                             "release some, or retry after the delay given",
+                             "outstanding");
+                goto out;
+            }
+            if (n > c->max_outstanding - held) n = (int)(c->max_outstanding - held);
+        } else if (e.code != DONTO_E_NOT_FOUND) {
+            DLOG_WARN("coord: lease: the token's leases across the fleet: %s (this coordinator's count used)", e.msg);
+        }
+        e = (donto_err){0};
+    }
     /* Other tokens' replicas waiting for a vote take up to half the batch
      * (all of it when the queue runs dry, or the token is behind), so they
      * keep pace with the untrusted tokens that make them. */
@@ -781,8 +823,9 @@ out:
  * replication is on and the token is not trusted yet, or there is no
  * verifier; else to the verifier, which does not check items of a model it
  * does not embed. A full replica set hands the item to the verifier. */
-static void verify_sample(donto_coord *c, const request *r, const char *who, const donto_items_req *q,
-                          const size_t *idx, const donto_submit_item *si, char **texts, size_t nv) {
+static void verify_sample(donto_coord *c, donto_store *s, const request *r, const char *who,
+                          const donto_items_req *q, const size_t *idx, const donto_submit_item *si, char **texts,
+                          size_t nv) {
     int64_t now = c->now_ms(c->clock_ctx);
     int64_t pending = limits_checks_pending(c->limits, r->token, 0, now);
     for (size_t j = 0; j < nv; j++) {
@@ -819,6 +862,8 @@ static void verify_sample(donto_coord *c, const request *r, const char *who, con
                           .lease_id = si[j].lease_id};
         if (verify_push(c->verify, &job) == 0) /* a full queue skips the check, counted */
             pending = limits_checks_pending(c->limits, r->token, +1, now);
+        else
+            fleet_count(s, FC_VERIFY_SKIPPED);
     }
 }
 
@@ -831,6 +876,7 @@ static void canary_verdict(donto_coord *c, donto_store *s, const request *r, con
     if (donto_store_trust_record(s, r->token, &chk, 1, now, &e))
         DLOG_WARN("coord: canary: recording the check of token %s: %s", r->token, e.msg);
     atomic_fetch_add(pass ? &c->canary_passed : &c->canary_failed, 1);
+    fleet_count(s, pass ? FC_CANARY_PASSED : FC_CANARY_FAILED);
     if (!pass) suspend_for(c, s, r->token, "canary ", (donto_target)it->target, it->item_id, who, cosv, now);
 }
 
@@ -921,7 +967,7 @@ static answer do_items(donto_coord *c, donto_store *s, const request *r, int kin
             expired += rej[j] == DONTO_REJECT_LEASE_EXPIRED || (rej[j] == DONTO_REJECT_NOT_LEASED && si[j].lease_id == 0);
         }
         limits_settled(c->limits, r->token, who, res.upserted - res.repeated + expired, expired, now);
-        if (checked) verify_sample(c, r, who, &q, idx, si, texts, nv);
+        if (checked) verify_sample(c, s, r, who, &q, idx, si, texts, nv);
         a = (answer){200, donto_proto_submit_response(res.upserted + ncanary, &q), NULL, 0};
         DLOG_DEBUG("coord: submit %s items=%zu upserted=%zu", who, q.n, res.upserted);
     } else if (kind == ITEMS_RELEASE) {
@@ -1033,6 +1079,17 @@ static answer do_stats(donto_coord *c, donto_store *s) {
         x.canary_pool = (int64_t)cp, x.canary_out = (int64_t)co;
         x.canary_passed = (int64_t)atomic_load(&c->canary_passed);
         x.canary_failed = (int64_t)atomic_load(&c->canary_failed);
+        /* The counts are the fleet's (docs/fleet.md), from the database;
+         * the gauges (queued, canaries known and out) are this process's.
+         * A database without the counters: this process's counts. */
+        int64_t fc[FC_N];
+        if (donto_store_counters_get(s, FLEET_COUNTERS, FC_N, fc, &e) == 0) {
+            x.verify_passed = fc[FC_VERIFY_PASSED], x.verify_failed = fc[FC_VERIFY_FAILED];
+            x.verify_done = x.verify_passed + x.verify_failed, x.verify_dropped = fc[FC_VERIFY_SKIPPED];
+            x.canary_passed = fc[FC_CANARY_PASSED], x.canary_failed = fc[FC_CANARY_FAILED];
+        } else if (e.code != DONTO_E_NOT_FOUND) {
+            DLOG_WARN("coord: stats: fleet counters: %s (this coordinator's own shown)", e.msg);
+        }
     }
     if (c->replicas) {
         replica_counts rc;
@@ -1473,6 +1530,7 @@ static int trust_start(donto_coord *c, const donto_coord_config *cfg, donto_err 
     };
     if (lc.lease_per_s > 0 && lc.lease_burst < lc.lease_per_s) lc.lease_burst = lc.lease_per_s;
     if (!(c->limits = limits_new(&lc))) return donto_seterrc(err, DONTO_E_NOMEM, "out of memory");
+    c->max_outstanding = lc.max_outstanding;
     trust_params_default(&c->trust);
     if (cfg->trust_after > 0) c->trust.trust_after = cfg->trust_after;
     if (cfg->verify_floor > 0) c->trust.p_floor = cfg->verify_floor;

@@ -328,11 +328,11 @@ out:
     free(fa), free(fi);
 }
 
-/* Bring c in step with the store (under r->mu). */
-static int refresh(donto_recall *r, donto_store *s, donto_target t, donto_recall_info *info, donto_err *err) {
+/* Bring c in step with the store's mark cnt, maxc (under r->mu and the
+ * fleet's lock, see refresh). */
+static int refresh_locked(donto_recall *r, donto_store *s, donto_target t, int64_t cnt, int64_t maxc,
+                          donto_recall_info *info, donto_err *err) {
     coll *c = &r->c[t];
-    int64_t cnt, maxc;
-    if (donto_store_vectors_mark(s, t, r->model, INT64_MIN, &cnt, &maxc, err)) return -1;
     if (!c->loaded) {
         try_load(r, t, c);
         if (c->loaded) info->loaded = 1;
@@ -372,6 +372,27 @@ rebuild_err:
     free(fresh);
     coll_reset(c);
     return -1;
+}
+
+/* The fleet's lock around loading, adding to and building a target's index
+ * (docs/fleet.md): coordinators sharing a PostgreSQL database build one at a
+ * time (each its own copy in memory), and with a shared --index never write
+ * the files at once. Distinct from the migration lock (7316001). */
+#define RECALL_LOCK_KEY 7316100
+
+/* Bring c in step with the store (under r->mu). The common case, nothing
+ * new, takes no lock. */
+static int refresh(donto_recall *r, donto_store *s, donto_target t, donto_recall_info *info, donto_err *err) {
+    coll *c = &r->c[t];
+    int64_t cnt, maxc;
+    if (donto_store_vectors_mark(s, t, r->model, INT64_MIN, &cnt, &maxc, err)) return -1;
+    if (c->loaded && cnt == c->count && maxc == c->max_created) return 0;
+    if (donto_store_lock(s, RECALL_LOCK_KEY + (int64_t)t, err)) return -1;
+    int rc = refresh_locked(r, s, t, cnt, maxc, info, err);
+    donto_err e = {0};
+    if (donto_store_unlock(s, RECALL_LOCK_KEY + (int64_t)t, &e))
+        DLOG_WARN("recall: releasing the %s index lock: %s", donto_target_name(t), e.msg);
+    return rc;
 }
 
 int donto_recall_search_vec(donto_recall *r, donto_store *s, donto_target t, const float *q, int dim, size_t k,

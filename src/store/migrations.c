@@ -140,6 +140,12 @@ static const donto_migration STORE_MIGRATIONS[] = {
       [DONTO_DB_POSTGRES] =
           "ALTER TABLE tokens DROP CONSTRAINT IF EXISTS tokens_role_check,"
           " ADD CONSTRAINT tokens_role_check CHECK (role IN ('contributor', 'reader', 'analyst', 'admin'));"}},
+    /* Fleet-wide counters (docs/fleet.md): event counts that every
+     * coordinator sharing the database adds to and reads, so /embed/stats
+     * shows the fleet's figures whichever coordinator answers. */
+    {9, "fleet counters",
+     {[DONTO_DB_SQLITE] = "CREATE TABLE donto_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL DEFAULT 0);",
+      [DONTO_DB_POSTGRES] = "CREATE TABLE donto_counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL DEFAULT 0);"}},
 };
 
 const donto_migrations DONTO_STORE_MIGRATIONS = {
