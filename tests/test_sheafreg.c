@@ -1,7 +1,8 @@
 /* The sheaf model registry (src/sheafreg/, include/donto/sheaf_registry.h) on
  * SQLite (no argument) and on PostgreSQL (argument "pg", DONTO_TEST_PG_URL from
  * scripts/pg-test-server; test sheafreg_pg). One suite on both:
- *   - a database without the registry's tables: NOT_FOUND saying "--migrate";
+ *   - a database without the registry's tables: DONTO_E_SCHEMA saying "--migrate"
+ *     (not NOT_FOUND, which means "no such model" / "no active model");
  *   - the gate's refusals that need no reference: not JSON, truncated, not a
  *     checkpoint, unknown version, a tensor of the wrong size, a weight that is
  *     not a finite float32; and a good checkpoint without probe or reference is
@@ -147,11 +148,14 @@ static void suite(const char *url, const char *dir) {
     donto_store *s = NULL;
     CHECK(donto_store_open(url, &s, &err) == 0, "%s", err.msg);
     if (!s) return;
-    /* not migrated: a clear NOT_FOUND */
+    /* not migrated: its own code, apart from "no such model" */
     donto_sheaf_reg_model m;
     CHECK(donto_sheaf_registry_schema_check(s, &err) == -1, "schema check passes on an empty database");
+    CHECK(donto_err_code(&err) == DONTO_E_SCHEMA, "schema check code %s", donto_code_name(donto_err_code(&err)));
     CHECK(donto_sheaf_registry_get(s, "x", 0, &m, &err) == -1, "get on an unmigrated database");
-    CHECK(donto_err_code(&err) == DONTO_E_NOT_FOUND, "code %d", donto_err_code(&err));
+    CHECK(donto_err_code(&err) == DONTO_E_SCHEMA, "code %s", donto_code_name(donto_err_code(&err)));
+    CHECK(donto_sheaf_registry_active_info(s, "t", &m, &err) == -1 && donto_err_code(&err) == DONTO_E_SCHEMA,
+          "active on an unmigrated database: %s", donto_code_name(donto_err_code(&err)));
     CHECK_STR_CONTAINS(err.msg, "--migrate");
     CHECK(donto_sheaf_registry_migrate(s, &err) == 0, "%s", err.msg);
     CHECK(donto_sheaf_registry_migrate(s, &err) == 0, "migrate twice: %s", err.msg);

@@ -182,6 +182,13 @@ static void test_migration_registry(void) {
           "%s: make a legacy database", g_backend);
     donto_store_close(s);
     CHECK(donto_store_open(g_url, &s, &err) == 0, "%s reopen: %s", g_backend, err.msg);
+    /* Not migrated is a code of its own (DONTO_E_SCHEMA, "migrate it"), not
+     * NOT_FOUND: the schema check, and a table that is not there yet. */
+    CHECK(donto_store_schema_check(s, NULL, 0, &err) == -1 && donto_err_code(&err) == DONTO_E_SCHEMA,
+          "%s: schema check of a legacy database: %s", g_backend, donto_code_name(donto_err_code(&err)));
+    CHECK_STR_CONTAINS(err.msg, "migrated");
+    CHECK(donto_store_counter_add(s, "x", 1, &err) == -1 && donto_err_code(&err) == DONTO_E_SCHEMA,
+          "%s: a missing table: %s (%s)", g_backend, donto_code_name(donto_err_code(&err)), err.msg);
     CHECK(donto_store_migrate(s, &err) == 0, "%s migrate a legacy database: %s", g_backend, err.msg);
     CHECK(raw_count("SELECT version FROM donto_migrations WHERE module = 'store'") == 9,
           "%s: legacy store rows, and migrations 7, 8 and 9 applied since", g_backend);
@@ -970,7 +977,7 @@ static void test_vectors_donto(void) {
     }
     CHECK(donto_store_set_vectors(s, DONTO_VECTORS_DONTO, &err) == 0, "pg: vectors donto: %s", err.msg);
     /* fresh() migrated with the default layout: no donto_vector yet. */
-    CHECK(donto_store_vectors_check(s, &err) == -1 && donto_err_code(&err) == DONTO_E_NOT_FOUND,
+    CHECK(donto_store_vectors_check(s, &err) == -1 && donto_err_code(&err) == DONTO_E_SCHEMA,
           "check before migrate: %s", err.msg);
     CHECK(donto_store_migrate(s, &err) == 0, "pg: migrate with vectors donto: %s", err.msg);
     CHECK(donto_store_vectors_check(s, &err) == 0, "pg: check after migrate: %s", err.msg);

@@ -35,6 +35,7 @@ typedef enum donto_code {
     DONTO_E_CONFLICT,     /* it exists already, or clashes with what exists */
     DONTO_E_UNAVAILABLE,  /* a resource (database, network) cannot be used now: retry later */
     DONTO_E_NOMEM,        /* out of memory */
+    DONTO_E_SCHEMA,       /* the database lacks tables or migrations this needs: migrate it (retrying won't help) */
     DONTO_E_N
 } donto_code;
 

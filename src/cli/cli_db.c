@@ -36,7 +36,7 @@ int cli_open_db(const char *cmd, const char *url, int what, donto_store **s) {
     }
     int rc = what == CLI_DB_SUBSTRATE ? donto_substrate_schema_check(*s, &err) : donto_store_schema_check(*s, NULL, 0, &err);
     if (rc) {
-        if (donto_err_code(&err) == DONTO_E_NOT_FOUND)
+        if (donto_err_code(&err) == DONTO_E_SCHEMA)
             fprintf(stderr, "donto-embed %s: database %s %s: migrate it with %s`donto-embed migrate --db %s`\n", cmd,
                     shown, err.msg, serve ? "`serve --migrate` or " : "", shown);
         else
@@ -65,7 +65,7 @@ int cli_open_db_vectors(const char *cmd, const char *url, int what, int layout, 
     if (donto_store_vectors_check(*s, &err) == 0) return 0;
     char shown[1024];
     cli_db_shown(url, shown, sizeof shown);
-    if (donto_err_code(&err) == DONTO_E_NOT_FOUND)
+    if (donto_err_code(&err) == DONTO_E_SCHEMA)
         fprintf(stderr, "donto-embed %s: %s: make it with `donto-embed migrate --vectors donto --db %s`\n", cmd,
                 err.msg, shown);
     else

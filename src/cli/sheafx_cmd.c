@@ -30,6 +30,9 @@ static int open_fail(const char *prog, const char *url, const donto_err *err) {
         fprintf(stderr, "%s: %s: %s (`donto-embed migrate --db %s` makes an empty database; "
                         "`donto-embed load`/`wordnet` or `donto-sheaf gen-substrate` fill one)\n",
                 prog, url, err->msg, url);
+    else if (donto_err_code(err) == DONTO_E_SCHEMA)
+        fprintf(stderr, "%s: database %s %s: migrate it with `donto-embed migrate --db %s`\n", prog, url, err->msg,
+                url);
     else fprintf(stderr, "%s: %s: %s\n", prog, url, err->msg);
     return 1;
 }

@@ -263,7 +263,7 @@ enum { FC_VERIFY_PASSED, FC_VERIFY_FAILED, FC_VERIFY_SKIPPED, FC_CANARY_PASSED, 
 
 static void fleet_count(donto_store *s, int which) {
     donto_err e = {0};
-    if (donto_store_counter_add(s, FLEET_COUNTERS[which], 1, &e) && e.code != DONTO_E_NOT_FOUND)
+    if (donto_store_counter_add(s, FLEET_COUNTERS[which], 1, &e) && e.code != DONTO_E_SCHEMA)
         DLOG_WARN("coord: counting %s for the fleet: %s", FLEET_COUNTERS[which], e.msg);
 }
 
@@ -301,6 +301,7 @@ static const struct {
     [DONTO_E_CONFLICT] = {409, "conflict", "conflicts with what is stored"},
     [DONTO_E_UNAVAILABLE] = {503, "database_unavailable", "the database is unreachable; retry later"},
     [DONTO_E_NOMEM] = {503, "out_of_memory", "the coordinator is out of memory; retry later"},
+    [DONTO_E_SCHEMA] = {503, "not_migrated", "the database lacks tables this needs (donto-embed migrate)"},
 };
 
 static answer failure(const char *what, const char *internal_error, const donto_err *e) {

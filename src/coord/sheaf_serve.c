@@ -109,7 +109,7 @@ static sheaf_answer err_answer(sheaf_srv *sv, unsigned status, const char *code,
 /* A failure of the registry (database): its message goes to the log only. */
 static sheaf_answer store_failure(sheaf_srv *sv, const char *what, const donto_err *e) {
     DLOG_ERROR("coord: sheaf: %s: %s", what, e->msg);
-    if (donto_err_code(e) == DONTO_E_NOT_FOUND)
+    if (donto_err_code(e) == DONTO_E_SCHEMA)
         return err_answer(sv, 503, "not_migrated",
                           "the sheaf model registry is not in this database (donto-sheaf models list --migrate)");
     return err_answer(sv, 503, "store_unavailable", "%s: the database did not answer; retry later", what);
@@ -126,7 +126,7 @@ static loaded *hold(sheaf_srv *sv, donto_store *s, const char *task, sheaf_answe
     donto_sheaf_reg_model info;
     donto_err e = {0};
     if (donto_sheaf_registry_active_info(s, task, &info, &e)) {
-        if (donto_err_code(&e) == DONTO_E_NOT_FOUND && strstr(e.msg, "no active model")) {
+        if (donto_err_code(&e) == DONTO_E_NOT_FOUND) {
             *a = err_answer(sv, 404, "no_active_model",
                             "task '%s' has no active model (donto-sheaf register ... --activate, or models activate)",
                             task);
@@ -160,7 +160,7 @@ static loaded *hold(sheaf_srv *sv, donto_store *s, const char *task, sheaf_answe
     donto_sheaf_reg_model m;
     if (donto_sheaf_registry_active(s, task, &m, &e)) { /* it may have changed again: take what is active now */
         pthread_mutex_unlock(&sv->load_mu);
-        if (donto_err_code(&e) == DONTO_E_NOT_FOUND && strstr(e.msg, "no active model")) {
+        if (donto_err_code(&e) == DONTO_E_NOT_FOUND) {
             *a = err_answer(sv, 404, "no_active_model", "task '%s' has no active model", task);
             return NULL;
         }

@@ -58,7 +58,7 @@ static char *dupn(const void *p, size_t n) {
 
 
 static int missing_tables(donto_err *err, const char *detail) {
-    return donto_seterrc(err, DONTO_E_NOT_FOUND,
+    return donto_seterrc(err, DONTO_E_SCHEMA,
                          "the sheaf model registry's tables are missing (%s): run with --migrate", detail);
 }
 

@@ -79,13 +79,13 @@ struct sc_writer {
 static int lite_fail(sqlite3 *db, donto_err *err, const char *what) {
     const char *m = sqlite3_errmsg(db);
     if (strstr(m, "no such table"))
-        return donto_seterrc(err, DONTO_E_NOT_FOUND, "%s: %s (run with --migrate)", what, m);
+        return donto_seterrc(err, DONTO_E_SCHEMA, "%s: %s (run with --migrate)", what, m);
     return donto_seterrc(err, DONTO_E_UNAVAILABLE, "sqlite: %s: %s", what, m);
 }
 static int pg_fail(PGresult *r, PGconn *c, donto_err *err, const char *what) {
     const char *m = r ? PQresultErrorMessage(r) : PQerrorMessage(c);
     const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    int code = state && !strcmp(state, "42P01") ? DONTO_E_NOT_FOUND : DONTO_E_UNAVAILABLE;
+    int code = state && !strcmp(state, "42P01") ? DONTO_E_SCHEMA : DONTO_E_UNAVAILABLE;
     donto_seterrc(err, code, "postgres: %s: %.*s", what, (int)strcspn(m, "\n"), m);
     if (r) PQclear(r);
     return -1;

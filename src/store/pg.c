@@ -296,6 +296,7 @@ static donto_code pg_code(const pg_store *s) {
         return DONTO_E_UNAVAILABLE;
     if (!strncmp(c, "23", 2)) return DONTO_E_CONFLICT;
     if (!strncmp(c, "22", 2)) return DONTO_E_INVALID;
+    if (!strcmp(c, "42P01")) return DONTO_E_SCHEMA; /* undefined table: not migrated */
     return DONTO_E_INTERNAL;
 }
 
@@ -1474,7 +1475,7 @@ static int pg_vectors_check(donto_store *b, donto_err *err) {
     if (!r) return -1;
     if (PQntuples(r) == 0) {
         PQclear(r);
-        return donto_seterrc(err, DONTO_E_NOT_FOUND,
+        return donto_seterrc(err, DONTO_E_SCHEMA,
                              "postgres: there is no table donto_vector (donto's migration 0033, or migrate with "
                              "vectors donto to make it)");
     }

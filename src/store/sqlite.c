@@ -147,6 +147,8 @@ static donto_code sq_code(sqlite3 *db) {
     case SQLITE_CONSTRAINT: return DONTO_E_CONFLICT;
     case SQLITE_NOMEM: return DONTO_E_NOMEM;
     case SQLITE_TOOBIG: case SQLITE_MISMATCH: case SQLITE_RANGE: return DONTO_E_INVALID;
+    /* SQLite has no code of its own for a missing table: its message. */
+    case SQLITE_ERROR: return strstr(sqlite3_errmsg(db), "no such table") ? DONTO_E_SCHEMA : DONTO_E_INTERNAL;
     default: return DONTO_E_INTERNAL;
     }
 }

@@ -496,7 +496,7 @@ int donto_store_schema_check(donto_store *s, const donto_migrations *const *sets
         if (k > 0) len += (size_t)k < sizeof list - len ? (size_t)k : sizeof list - len - 1;
     }
     if (!missing) return 0;
-    return donto_seterrc(err, DONTO_E_NOT_FOUND, "%s (%s)",
+    return donto_seterrc(err, DONTO_E_SCHEMA, "%s (%s)",
                          any ? "is migrated by an older build, not up to date" : "is not migrated", list);
 }
 

@@ -36,7 +36,7 @@ static const char *const CODE_NAMES[DONTO_E_N] = {
     [DONTO_E_NONE] = "none",           [DONTO_E_INTERNAL] = "internal",
     [DONTO_E_INVALID] = "invalid",     [DONTO_E_NOT_FOUND] = "not_found",
     [DONTO_E_CONFLICT] = "conflict",   [DONTO_E_UNAVAILABLE] = "unavailable",
-    [DONTO_E_NOMEM] = "out_of_memory",
+    [DONTO_E_NOMEM] = "out_of_memory", [DONTO_E_SCHEMA] = "not_migrated",
 };
 
 const char *donto_code_name(donto_code c) {
