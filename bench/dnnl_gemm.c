@@ -7,18 +7,22 @@
  * beats our GEMMs; this program is the measurement (docs/engine.md,
  * "oneDNN 2.6 vs our kernels").
  *
- *   bench_dnnl_gemm [reps] [nout]      (default 200 reps, 8 outlier channels)
+ *   bench_dnnl_gemm [reps] [nout] [m,m,...]
+ *       (default 200 reps, 8 outlier channels, m = 16,64,256; m <= 2048)
  *
  * Every path computes Y[m, n] = X[m, k] * W^T + bias, W row-major [n, k] as
  * PyTorch stores it, and is timed in the same rep loop, interleaved, as
  * thread CPU time (CLOCK_THREAD_CPUTIME_ID), the minimum over reps (as
  * bench/qgemm8.c; the machine is shared, run it under nice).  OpenMP and
  * OpenBLAS are set to one thread, so all work runs on the timing thread; the
- * program prints process CPU / thread CPU at the end to show nothing ran
- * elsewhere.  The paths, and what each time includes:
+ * program prints process CPU / thread CPU of the calls that gave the minima
+ * (worst over the table) to show nothing ran elsewhere.  The paths, and what each time includes:
  *
  *   sgemm     OpenBLAS cblas_sgemm: copy bias rows into Y, beta = 1 (W is
  *             packed inside every call, as in the engine's fp32 path).
+ *   sgemm-kn  the same with W transposed ONCE to [k][n] (B not transposed):
+ *             the layout oneDNN's fp32 matmul picks for itself (below), so
+ *             this column separates the layout's gain from the library's.
  *   d-sgemm   dnnl_sgemm, the same call shape (row-major, B transposed).
  *   d-f32mm   oneDNN fp32 matmul primitive, M fixed, weights md "any" and W
  *             reordered ONCE into the layout the primitive asks for (outside
@@ -379,14 +383,27 @@ static void cpu_model(char *buf, size_t len) {
     fclose(f);
 }
 
-enum { P_SGEMM, P_DSGEMM, P_DF32MM, P_DU8GEMM, P_DI8MM, P_Q16, P_Q8, P_Q80, NP };
-static const char *pname[NP] = {"sgemm", "d-sgemm", "d-f32mm", "d-u8gemm", "d-i8mm", "int16", "int8/N", "int8/0"};
+enum { P_SGEMM, P_SGEMMT, P_DSGEMM, P_DF32MM, P_DU8GEMM, P_DI8MM, P_Q16, P_Q8, P_Q80, NP };
+static const char *pname[NP] = {"sgemm", "sgemm-kn", "d-sgemm", "d-f32mm", "d-u8gemm", "d-i8mm", "int16", "int8/N", "int8/0"};
 
 int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
     const int nout = argc > 2 ? atoi(argv[2]) : 8;
-    if (reps < 1 || nout < 0 || nout > DONTO_QGEMM8_MAXOUT) {
-        fprintf(stderr, "usage: bench_dnnl_gemm [reps >= 1] [nout 0..%d]\n", DONTO_QGEMM8_MAXOUT);
+    int ms[8] = {16, 64, 256}, nm = 3, mmax = 256;
+    if (argc > 3) {
+        nm = 0;
+        for (const char *a = argv[3]; *a && nm < 8; a += *a == ',') {
+            char *e;
+            ms[nm] = (int)strtol(a, &e, 10);
+            if (e == a || ms[nm] < 1 || ms[nm] > 2048) nm = 99;
+            if (nm == 99) break;
+            if (ms[nm] > mmax) mmax = ms[nm];
+            nm++, a = e;
+        }
+    }
+    if (reps < 1 || nout < 0 || nout > DONTO_QGEMM8_MAXOUT || nm < 1 || nm > 8) {
+        fprintf(stderr, "usage: bench_dnnl_gemm [reps >= 1] [nout 0..%d] [m,m,... (1..2048, at most 8)]\n",
+                DONTO_QGEMM8_MAXOUT);
         return 2;
     }
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
@@ -395,15 +412,18 @@ int main(int argc, char **argv) {
     }
     omp_set_num_threads(1);
     openblas_set_num_threads(1);
+    /* OpenBLAS's server thread, started at load, spins (sched_yield) for a
+     * while before it sleeps; that CPU is not the GEMMs', but it shows in the
+     * process-CPU check below and takes a core.  Let it go to sleep first. */
+    nanosleep(&(struct timespec){.tv_sec = 1}, NULL);
     CK(dnnl_engine_create(&eng, dnnl_cpu, 0));
     CK(dnnl_stream_create(&strm, eng, dnnl_stream_default_flags));
 
     const int shapes[4][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536}};
     const char *names[4] = {"QKV", "attn-out", "FFN-in", "FFN-out"};
-    const int ms[] = {16, 64, 256};
-    const int mmax = 256, kmax = 1536, nmax = 1536;
+    const int kmax = 1536, nmax = 1536;
     float *X = donto_aligned_alloc(sizeof(float) * mmax * kmax), *W = donto_aligned_alloc(sizeof(float) * nmax * kmax);
-    float *bias = donto_aligned_alloc(sizeof(float) * nmax);
+    float *WT = donto_aligned_alloc(sizeof(float) * nmax * kmax), *bias = donto_aligned_alloc(sizeof(float) * nmax);
     float *Y[NP];
     for (int p = 0; p < NP; p++) Y[p] = donto_aligned_alloc(sizeof(float) * mmax * nmax);
     double *R = malloc(sizeof(double) * mmax * nmax);
@@ -424,16 +444,18 @@ int main(int argc, char **argv) {
     printf("one thread, CPU time per GEMM (min of %d reps, interleaved), us; int8/N and the oneDNN int8 paths "
            "keep %d outlier channels in fp32\n",
            reps, nout);
-    printf("%-8s %4s %5s %5s | %7s %7s %7s | %8s %6s %7s %6s | %7s %7s %7s\n", "shape", "m", "n", "k", "sgemm",
-           "d-sgemm", "d-f32mm", "d-u8gemm", "(lib)", "d-i8mm", "(lib)", "int16", "int8/N", "int8/0");
+    printf("%-8s %4s %5s %5s | %7s %8s %7s %7s | %8s %6s %7s %6s | %7s %7s %7s\n", "shape", "m", "n", "k", "sgemm",
+           "sgemm-kn", "d-sgemm", "d-f32mm", "d-u8gemm", "(lib)", "d-i8mm", "(lib)", "int16", "int8/N", "int8/0");
 
-    double errs[12][NP], procr[12][NP];
-    char impl[12][2][128], lay[12][2][128];
+    static double errs[32][NP], procr[32][NP];
+    static char impl[32][2][128], lay[32][2][128];
     int row = 0;
     for (int si = 0; si < 4; si++) {
         const int n = shapes[si][0], k = shapes[si][1];
         for (size_t e = 0; e < (size_t)n * k; e++) W[e] = (float)(0.04 * nrand() * (urand() < 0.001 ? 5 : 1));
         for (int j = 0; j < n; j++) bias[j] = (float)(0.02 * nrand());
+        for (int j = 0; j < n; j++)
+            for (int c = 0; c < k; c++) WT[(size_t)c * n + j] = W[(size_t)j * k + c];
         gen_x(X, mmax, k);
         int out[DONTO_QGEMM8_MAXOUT];
         top_channels(X, mmax, k, out, nout); /* "calibration" */
@@ -444,7 +466,7 @@ int main(int argc, char **argv) {
             return 1;
         q8w qd;
         q8w_init(&qd, W, n, k, out, nout);
-        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++, row++) {
+        for (int mi = 0; mi < nm; mi++, row++) {
             const int m = ms[mi];
             gen_x(X, m, k);
             for (int i = 0; i < m; i++)
@@ -484,7 +506,7 @@ int main(int argc, char **argv) {
                                      {DNNL_ARG_ATTR_OUTPUT_SCALES, msc},
                                      {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, mzp}};
 
-            double best[NP], lib[2] = {1e30, 1e30}, pt[NP] = {0}, tt[NP] = {0};
+            double best[NP], lib[2] = {1e30, 1e30}, pbest[NP] = {0};
             for (int p = 0; p < NP; p++) best[p] = 1e30;
             const int32_t co0 = 0;
             for (int r = 0; r < reps; r++)
@@ -494,6 +516,10 @@ int main(int argc, char **argv) {
                     case P_SGEMM:
                         for (int i = 0; i < m; i++) memcpy(Y[p] + (size_t)i * n, bias, sizeof(float) * n);
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, X, k, W, k, 1.0f, Y[p], n);
+                        break;
+                    case P_SGEMMT:
+                        for (int i = 0; i < m; i++) memcpy(Y[p] + (size_t)i * n, bias, sizeof(float) * n);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, X, k, WT, n, 1.0f, Y[p], n);
                         break;
                     case P_DSGEMM:
                         for (int i = 0; i < m; i++) memcpy(Y[p] + (size_t)i * n, bias, sizeof(float) * n);
@@ -541,19 +567,17 @@ int main(int argc, char **argv) {
                         donto_qgemm8_isa(X, m, k, k, &q80, bias, Y[p], n, scratch, 1, DONTO_ISA_AUTO);
                         break;
                     }
-                    const double dt = tnow() - t0;
-                    pt[p] += cpu_now(CLOCK_PROCESS_CPUTIME_ID) - p0;
-                    tt[p] += dt;
-                    if (dt < best[p]) best[p] = dt;
+                    const double dt = tnow() - t0, pdt = cpu_now(CLOCK_PROCESS_CPUTIME_ID) - p0;
+                    if (dt < best[p]) best[p] = dt, pbest[p] = pdt;
                     if (p == P_DU8GEMM && tl < lib[0]) lib[0] = tl;
                     if (p == P_DI8MM && tl < lib[1]) lib[1] = tl;
                 }
             for (int p = 0; p < NP; p++) {
                 errs[row][p] = rel_err(Y[p], R, (size_t)m * n);
-                procr[row][p] = pt[p] / tt[p];
+                procr[row][p] = pbest[p] / best[p];
             }
-            printf("%-8s %4d %5d %5d | %7.1f %7.1f %7.1f | %8.1f %6.1f %7.1f %6.1f | %7.1f %7.1f %7.1f\n", names[si],
-                   m, n, k, best[P_SGEMM] * 1e6, best[P_DSGEMM] * 1e6, best[P_DF32MM] * 1e6, best[P_DU8GEMM] * 1e6,
+            printf("%-8s %4d %5d %5d | %7.1f %8.1f %7.1f %7.1f | %8.1f %6.1f %7.1f %6.1f | %7.1f %7.1f %7.1f\n",
+                   names[si], m, n, k, best[P_SGEMM] * 1e6, best[P_SGEMMT] * 1e6, best[P_DSGEMM] * 1e6, best[P_DF32MM] * 1e6, best[P_DU8GEMM] * 1e6,
                    lib[0] * 1e6, best[P_DI8MM] * 1e6, lib[1] * 1e6, best[P_Q16] * 1e6, best[P_Q8] * 1e6,
                    best[P_Q80] * 1e6);
             fflush(stdout);
@@ -574,24 +598,24 @@ int main(int argc, char **argv) {
     for (int p = 0; p < NP; p++) printf(" %8s", pname[p]);
     printf("\n");
     for (int r = 0; r < row; r++) {
-        printf("%-8s %4d |", names[r / 3], ms[r % 3]);
+        printf("%-8s %4d |", names[r / nm], ms[r % nm]);
         for (int p = 0; p < NP; p++) printf(" %8.1e", errs[r][p]);
         printf("\n");
     }
     printf("\noneDNN matmul implementations and weight layouts (K x N weights)\n");
     for (int r = 0; r < row; r++)
-        printf("%-8s %4d | f32: %-14s %-28s | int8: %-14s %s\n", names[r / 3], ms[r % 3], impl[r][0], lay[r][0],
+        printf("%-8s %4d | f32: %-14s %-28s | int8: %-14s %s\n", names[r / nm], ms[r % nm], impl[r][0], lay[r][0],
                impl[r][1], lay[r][1]);
-    /* Thread CPU time would hide work handed to other threads: process CPU
-     * over thread CPU, summed over each path's calls, must be ~1. */
+    /* Thread CPU time would hide work handed to other threads: in the call
+     * that gave each minimum, process CPU over thread CPU must be ~1. */
     double worst = 0;
     int wr = 0, wp = 0;
     for (int r = 0; r < row; r++)
         for (int p = 0; p < NP; p++)
             if (procr[r][p] > worst) worst = procr[r][p], wr = r, wp = p;
-    printf("\nprocess CPU / timing-thread CPU inside the timed calls: worst %.3f (%s, %s m=%d); 1.000 = no work "
+    printf("\nprocess CPU / thread CPU in the calls that gave the minima: worst %.3f (%s, %s m=%d); 1.000 = no work "
            "elsewhere\n",
-           worst, pname[wp], names[wr / 3], ms[wr % 3]);
+           worst, pname[wp], names[wr / nm], ms[wr % nm]);
     dnnl_stream_destroy(strm);
     dnnl_engine_destroy(eng);
     return 0;
