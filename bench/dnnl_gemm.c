@@ -256,7 +256,9 @@ AVX2 static void quant_avx2(const float *x, const float *keep, int k, float inv,
 AVX2 static void epilogue_u8gemm(const int32_t *C, const float *X, int m, const q8w *q, const float *sx,
                                  const int32_t *zp, const float *bias, float *Y) {
     const int n = q->n, k = q->k;
+    __m256 xo[DONTO_QGEMM8_MAXOUT];
     for (int i = 0; i < m; i++) {
+        for (int o = 0; o < q->nout; o++) xo[o] = _mm256_set1_ps(X[(size_t)i * k + q->out[o]]);
         const __m256 s = _mm256_set1_ps(sx[i]);
         const __m256i z = _mm256_set1_epi32(zp[i]);
         const int32_t *c = C + (size_t)i * n;
@@ -268,7 +270,7 @@ AVX2 static void epilogue_u8gemm(const int32_t *C, const float *X, int m, const 
             __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(s, _mm256_loadu_ps(q->sw + j)),
                                        _mm256_loadu_ps(bias + j));
             for (int o = 0; o < q->nout; o++)
-                v = _mm256_fmadd_ps(_mm256_set1_ps(X[(size_t)i * k + q->out[o]]), _mm256_loadu_ps(q->outw + (size_t)o * n + j), v);
+                v = _mm256_fmadd_ps(xo[o], _mm256_loadu_ps(q->outw + (size_t)o * n + j), v);
             _mm256_storeu_ps(y + j, v);
         }
         for (; j < n; j++) {
@@ -282,13 +284,15 @@ AVX2 static void epilogue_u8gemm(const int32_t *C, const float *X, int m, const 
 /* y[i][j] += bias[j] + sum_o x[i][out[o]] * outw[o][j]        (d-i8mm) */
 AVX2 static void epilogue_add(const float *X, int m, const q8w *q, const float *bias, float *Y) {
     const int n = q->n, k = q->k;
+    __m256 xo[DONTO_QGEMM8_MAXOUT];
     for (int i = 0; i < m; i++) {
+        for (int o = 0; o < q->nout; o++) xo[o] = _mm256_set1_ps(X[(size_t)i * k + q->out[o]]);
         float *y = Y + (size_t)i * n;
         int j = 0;
         for (; j + 8 <= n; j += 8) {
             __m256 v = _mm256_add_ps(_mm256_loadu_ps(y + j), _mm256_loadu_ps(bias + j));
             for (int o = 0; o < q->nout; o++)
-                v = _mm256_fmadd_ps(_mm256_set1_ps(X[(size_t)i * k + q->out[o]]), _mm256_loadu_ps(q->outw + (size_t)o * n + j), v);
+                v = _mm256_fmadd_ps(xo[o], _mm256_loadu_ps(q->outw + (size_t)o * n + j), v);
             _mm256_storeu_ps(y + j, v);
         }
         for (; j < n; j++) {
