@@ -19,7 +19,8 @@
  * (worst over the table) to show nothing ran elsewhere.  A call whose
  * process CPU exceeds its thread CPU by more than 5% + 5 us is not a
  * candidate for the minimum (one run had a 2.4 ms call read 0.7 us of
- * thread CPU: a clock glitch or work elsewhere); their count is printed.  The paths, and what each time includes:
+ * thread CPU: a clock glitch or work elsewhere); their count is printed.
+ * The paths, and what each time includes:
  *
  *   sgemm     OpenBLAS cblas_sgemm: copy bias rows into Y, beta = 1 (W is
  *             packed inside every call, as in the engine's fp32 path).
@@ -37,7 +38,7 @@
  *             so ao = bo = 0 and the per-row zero point is corrected with
  *             the weight column sums in our epilogue.  Timed: quantizing X
  *             (AVX2, as qgemm8.c), the oneDNN call (which packs W per call;
- *             2.6 has no public packed-int8 GEMM in C), and the epilogue
+ *             2.6's C API has no packed-weight GEMM), and the epilogue
  *             (zero point, scales, bias, outlier FMAs; AVX2).
  *   d-i8mm    oneDNN int8 matmul primitive, M fixed, s8 weights (per output
  *             channel scales, same quantized W as d-u8gemm) reordered ONCE
@@ -48,16 +49,18 @@
  *             sx * sw[j] and the zero point passed as memory arguments.
  *             Timed: quantizing X (min/max over all of X, then AVX2), the
  *             n output scales, execute + wait, and an AVX2 pass adding bias
- *             and the nout outlier channels (oneDNN 2.x adds bias before the
- *             output scale, so it is not fused here).
+ *             and the nout outlier channels (bias is not fused, so the
+ *             result does not depend on where 2.x applies bias relative to
+ *             the output scales).
  *   int16     ours, donto_qgemm_isa (auto), quantization of X and bias inside.
  *   int8/N    ours, donto_qgemm8_isa with the nout outlier channels (as the
  *             encoder runs it), quantization and epilogue inside.
  *   int8/0    the same with no outlier channels.
  *
- * u7 (0..127) rather than u8 for oneDNN: on AVX2 without VNNI its u8 x s8
- * kernels use vpmaddubsw, whose s16 pair sums saturate (oneDNN's
- * "int8 computations" guide); u7 x s8 cannot saturate, as in qgemm8.c.
+ * u7 (0..127) rather than u8 for oneDNN: dnnl.h warns that u8 x s8 may
+ * saturate in intermediate computations on some CPUs (AVX2 without VNNI has
+ * only vpmaddubsw, whose s16 pair sums saturate); u7 x s8 cannot, as in
+ * qgemm8.c, and both int8 paths then compute the same integer sums.
  *
  * Every result is checked against a double-precision product of the same
  * fp32 X, W and bias (relative Frobenius error printed), so a wrong call
@@ -83,13 +86,13 @@
 #include "donto/util.h"
 #include "qgemm.h"
 
-#define CK(call)                                                                                         \
-    do {                                                                                                 \
-        dnnl_status_t s_ = (call);                                                                       \
-        if (s_ != dnnl_success) {                                                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, dnnl_status2str(s_));         \
-            exit(1);                                                                                     \
-        }                                                                                                \
+#define CK(call)                                                                                                       \
+    do {                                                                                                               \
+        dnnl_status_t s_ = (call);                                                                                     \
+        if (s_ != dnnl_success) {                                                                                      \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, dnnl_status2str(s_));                        \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 #define AVX2 __attribute__((target("avx2,fma")))
@@ -121,13 +124,15 @@ static void gen_x(float *X, int m, int k) {
             if (k == 384) {
                 double g = 1.0, b = 0.0;
                 for (int o = 0; o < 4; o++)
-                    if (c == lo[o]) g = 16.0, b = 1.0;
+                    if (c == lo[o])
+                        g = 16.0, b = 1.0;
                 X[(size_t)i * k + c] = (float)(nrand() * g + b);
             } else {
                 double z = -0.6 + 1.2 * nrand();
                 double g = 0.5 * z * (1.0 + erf(z / sqrt(2.0)));
                 for (int o = 0; o < 3; o++)
-                    if (c == go[o]) g *= 15.0;
+                    if (c == go[o])
+                        g *= 15.0;
                 X[(size_t)i * k + c] = (float)g;
             }
         }
@@ -136,11 +141,13 @@ static void gen_x(float *X, int m, int k) {
 static void top_channels(const float *X, int m, int k, int *out, int nout) {
     float *mx = calloc((size_t)k, sizeof(float));
     for (int i = 0; i < m; i++)
-        for (int c = 0; c < k; c++) mx[c] = fmaxf(mx[c], fabsf(X[(size_t)i * k + c]));
+        for (int c = 0; c < k; c++)
+            mx[c] = fmaxf(mx[c], fabsf(X[(size_t)i * k + c]));
     for (int o = 0; o < nout; o++) {
         int best = 0;
         for (int c = 1; c < k; c++)
-            if (mx[c] > mx[best]) best = c;
+            if (mx[c] > mx[best])
+                best = c;
         out[o] = best;
         mx[best] = -1.0f;
     }
@@ -177,11 +184,14 @@ static void q8w_init(q8w *q, const float *W, int n, int k, const int *out, int n
     q->colsum = donto_aligned_alloc(sizeof(int32_t) * n);
     q->keep = donto_aligned_alloc(sizeof(float) * k);
     q->outw = donto_aligned_alloc(sizeof(float) * (nout ? nout : 1) * n);
-    for (int c = 0; c < k; c++) q->keep[c] = 1.0f;
-    for (int o = 0; o < nout; o++) q->out[o] = out[o], q->keep[out[o]] = 0.0f;
+    for (int c = 0; c < k; c++)
+        q->keep[c] = 1.0f;
+    for (int o = 0; o < nout; o++)
+        q->out[o] = out[o], q->keep[out[o]] = 0.0f;
     for (int j = 0; j < n; j++) {
         float mx = 0.0f;
-        for (int c = 0; c < k; c++) mx = fmaxf(mx, fabsf(W[(size_t)j * k + c] * q->keep[c]));
+        for (int c = 0; c < k; c++)
+            mx = fmaxf(mx, fabsf(W[(size_t)j * k + c] * q->keep[c]));
         const float inv = mx > 0 ? WMAX / mx : 0.0f;
         int32_t cs = 0;
         for (int c = 0; c < k; c++) {
@@ -191,13 +201,12 @@ static void q8w_init(q8w *q, const float *W, int n, int k, const int *out, int n
         }
         q->sw[j] = mx / WMAX;
         q->colsum[j] = cs;
-        for (int o = 0; o < nout; o++) q->outw[(size_t)o * n + j] = W[(size_t)j * k + out[o]];
+        for (int o = 0; o < nout; o++)
+            q->outw[(size_t)o * n + j] = W[(size_t)j * k + out[o]];
     }
 }
 
-static void q8w_free(q8w *q) {
-    free(q->wq), free(q->sw), free(q->colsum), free(q->keep), free(q->outw);
-}
+static void q8w_free(q8w *q) { free(q->wq), free(q->sw), free(q->colsum), free(q->keep), free(q->outw); }
 
 AVX2 static void minmax_avx2(const float *x, const float *keep, int k, float *lo, float *hi) {
     __m256 vlo = _mm256_set1_ps(*lo), vhi = _mm256_set1_ps(*hi);
@@ -261,15 +270,17 @@ AVX2 static void epilogue_u8gemm(const int32_t *C, const float *X, int m, const 
     const int n = q->n, k = q->k;
     __m256 xo[DONTO_QGEMM8_MAXOUT];
     for (int i = 0; i < m; i++) {
-        for (int o = 0; o < q->nout; o++) xo[o] = _mm256_set1_ps(X[(size_t)i * k + q->out[o]]);
+        for (int o = 0; o < q->nout; o++)
+            xo[o] = _mm256_set1_ps(X[(size_t)i * k + q->out[o]]);
         const __m256 s = _mm256_set1_ps(sx[i]);
         const __m256i z = _mm256_set1_epi32(zp[i]);
         const int32_t *c = C + (size_t)i * n;
         float *y = Y + (size_t)i * n;
         int j = 0;
         for (; j + 8 <= n; j += 8) {
-            const __m256i a = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(c + j)),
-                                               _mm256_mullo_epi32(z, _mm256_loadu_si256((const __m256i *)(q->colsum + j))));
+            const __m256i a =
+                _mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(c + j)),
+                                 _mm256_mullo_epi32(z, _mm256_loadu_si256((const __m256i *)(q->colsum + j))));
             __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(s, _mm256_loadu_ps(q->sw + j)),
                                        _mm256_loadu_ps(bias + j));
             for (int o = 0; o < q->nout; o++)
@@ -278,7 +289,8 @@ AVX2 static void epilogue_u8gemm(const int32_t *C, const float *X, int m, const 
         }
         for (; j < n; j++) {
             float v = (float)(c[j] - zp[i] * q->colsum[j]) * (sx[i] * q->sw[j]) + bias[j];
-            for (int o = 0; o < q->nout; o++) v = fmaf(X[(size_t)i * k + q->out[o]], q->outw[(size_t)o * n + j], v);
+            for (int o = 0; o < q->nout; o++)
+                v = fmaf(X[(size_t)i * k + q->out[o]], q->outw[(size_t)o * n + j], v);
             y[j] = v;
         }
     }
@@ -289,7 +301,8 @@ AVX2 static void epilogue_add(const float *X, int m, const q8w *q, const float *
     const int n = q->n, k = q->k;
     __m256 xo[DONTO_QGEMM8_MAXOUT];
     for (int i = 0; i < m; i++) {
-        for (int o = 0; o < q->nout; o++) xo[o] = _mm256_set1_ps(X[(size_t)i * k + q->out[o]]);
+        for (int o = 0; o < q->nout; o++)
+            xo[o] = _mm256_set1_ps(X[(size_t)i * k + q->out[o]]);
         float *y = Y + (size_t)i * n;
         int j = 0;
         for (; j + 8 <= n; j += 8) {
@@ -300,7 +313,8 @@ AVX2 static void epilogue_add(const float *X, int m, const q8w *q, const float *
         }
         for (; j < n; j++) {
             float v = y[j] + bias[j];
-            for (int o = 0; o < q->nout; o++) v = fmaf(X[(size_t)i * k + q->out[o]], q->outw[(size_t)o * n + j], v);
+            for (int o = 0; o < q->nout; o++)
+                v = fmaf(X[(size_t)i * k + q->out[o]], q->outw[(size_t)o * n + j], v);
             y[j] = v;
         }
     }
@@ -333,18 +347,20 @@ static void layout_str(const dnnl_memory_desc_t *md, char *buf, size_t len) {
     }
     const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
     int o = snprintf(buf, len, "strides K:%ld N:%ld", (long)b->strides[0], (long)b->strides[1]);
-    if (b->inner_nblks) o += snprintf(buf + o, len - (size_t)o, " inner ");
+    if (b->inner_nblks)
+        o += snprintf(buf + o, len - (size_t)o, " inner ");
     for (int i = 0; i < b->inner_nblks && (size_t)o < len; i++)
         o += snprintf(buf + o, len - (size_t)o, "%ld%c", (long)b->inner_blks[i], b->inner_idxs[i] ? 'N' : 'K');
-    if (md->extra.flags && (size_t)o < len) snprintf(buf + o, len - (size_t)o, " +comp");
+    if (md->extra.flags && (size_t)o < len)
+        snprintf(buf + o, len - (size_t)o, " +comp");
 }
 
 /* A matmul primitive with weights md "any"; W_user (K x N, tag ba: W [n][k]
  * row-major) reordered once into its layout; returns the primitive, the
  * reordered weights memory, and its impl / layout names. */
 static dnnl_primitive_t make_matmul(const dnnl_memory_desc_t *src, dnnl_data_type_t wdt, const dnnl_memory_desc_t *bias,
-                                    const dnnl_memory_desc_t *dst, const_dnnl_primitive_attr_t attr, void *W_user, int n,
-                                    int k, dnnl_memory_t *wmem, char *impl, char *lay, size_t len) {
+                                    const dnnl_memory_desc_t *dst, const_dnnl_primitive_attr_t attr, void *W_user,
+                                    int n, int k, dnnl_memory_t *wmem, char *impl, char *lay, size_t len) {
     dnnl_memory_desc_t wany = md2(k, n, wdt, dnnl_format_tag_any), wuser = md2(k, n, wdt, dnnl_ba);
     dnnl_matmul_desc_t d;
     CK(dnnl_matmul_desc_init(&d, src, &wany, bias, dst));
@@ -376,7 +392,8 @@ static dnnl_primitive_t make_matmul(const dnnl_memory_desc_t *src, dnnl_data_typ
 static void cpu_model(char *buf, size_t len) {
     snprintf(buf, len, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
+    if (!f)
+        return;
     char line[512];
     while (fgets(line, sizeof line, f))
         if (!strncmp(line, "model name", 10)) {
@@ -391,7 +408,8 @@ static void cpu_model(char *buf, size_t len) {
 }
 
 enum { P_SGEMM, P_SGEMMT, P_DSGEMM, P_DF32MM, P_DU8GEMM, P_DI8MM, P_Q16, P_Q8, P_Q80, NP };
-static const char *pname[NP] = {"sgemm", "sgemm-kn", "d-sgemm", "d-f32mm", "d-u8gemm", "d-i8mm", "int16", "int8/N", "int8/0"};
+static const char *pname[NP] = {"sgemm",  "sgemm-kn", "d-sgemm", "d-f32mm", "d-u8gemm",
+                                "d-i8mm", "int16",    "int8/N",  "int8/0"};
 
 int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
@@ -402,9 +420,12 @@ int main(int argc, char **argv) {
         for (const char *a = argv[3]; *a && nm < 8; a += *a == ',') {
             char *e;
             ms[nm] = (int)strtol(a, &e, 10);
-            if (e == a || ms[nm] < 1 || ms[nm] > 2048) nm = 99;
-            if (nm == 99) break;
-            if (ms[nm] > mmax) mmax = ms[nm];
+            if (e == a || ms[nm] < 1 || ms[nm] > 2048)
+                nm = 99;
+            if (nm == 99)
+                break;
+            if (ms[nm] > mmax)
+                mmax = ms[nm];
             nm++, a = e;
         }
     }
@@ -432,7 +453,8 @@ int main(int argc, char **argv) {
     float *X = donto_aligned_alloc(sizeof(float) * mmax * kmax), *W = donto_aligned_alloc(sizeof(float) * nmax * kmax);
     float *WT = donto_aligned_alloc(sizeof(float) * nmax * kmax), *bias = donto_aligned_alloc(sizeof(float) * nmax);
     float *Y[NP];
-    for (int p = 0; p < NP; p++) Y[p] = donto_aligned_alloc(sizeof(float) * mmax * nmax);
+    for (int p = 0; p < NP; p++)
+        Y[p] = donto_aligned_alloc(sizeof(float) * mmax * nmax);
     double *R = malloc(sizeof(double) * mmax * nmax);
     int32_t *C32 = donto_aligned_alloc(sizeof(int32_t) * mmax * nmax);
     uint8_t *A8 = donto_aligned_alloc((size_t)mmax * kmax);
@@ -445,8 +467,8 @@ int main(int argc, char **argv) {
     cpu_model(cpu, sizeof cpu);
     const dnnl_version_t *ver = dnnl_version();
     printf("CPU: %s\n", cpu);
-    printf("oneDNN %d.%d.%d (%s), effective ISA: %s; OpenMP threads %d, OpenBLAS threads 1\n", ver->major,
-           ver->minor, ver->patch, ver->hash, dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa()), omp_get_max_threads());
+    printf("oneDNN %d.%d.%d (%s), effective ISA: %s; OpenMP threads %d, OpenBLAS threads 1\n", ver->major, ver->minor,
+           ver->patch, ver->hash, dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa()), omp_get_max_threads());
     printf("ours: %s | %s\n", donto_qgemm_kernel_name(DONTO_ISA_AUTO), donto_qgemm8_kernel_name(DONTO_ISA_AUTO));
     printf("one thread, CPU time per GEMM (min of %d reps, interleaved), us; int8/N and the oneDNN int8 paths "
            "keep %d outlier channels in fp32\n",
@@ -460,10 +482,13 @@ int main(int argc, char **argv) {
     int row = 0;
     for (int si = 0; si < 4; si++) {
         const int n = shapes[si][0], k = shapes[si][1];
-        for (size_t e = 0; e < (size_t)n * k; e++) W[e] = (float)(0.04 * nrand() * (urand() < 0.001 ? 5 : 1));
-        for (int j = 0; j < n; j++) bias[j] = (float)(0.02 * nrand());
+        for (size_t e = 0; e < (size_t)n * k; e++)
+            W[e] = (float)(0.04 * nrand() * (urand() < 0.001 ? 5 : 1));
         for (int j = 0; j < n; j++)
-            for (int c = 0; c < k; c++) WT[(size_t)c * n + j] = W[(size_t)j * k + c];
+            bias[j] = (float)(0.02 * nrand());
+        for (int j = 0; j < n; j++)
+            for (int c = 0; c < k; c++)
+                WT[(size_t)c * n + j] = W[(size_t)j * k + c];
         gen_x(X, mmax, k);
         int out[DONTO_QGEMM8_MAXOUT];
         top_channels(X, mmax, k, out, nout); /* "calibration" */
@@ -480,7 +505,8 @@ int main(int argc, char **argv) {
             for (int i = 0; i < m; i++)
                 for (int j = 0; j < n; j++) {
                     double acc = bias[j];
-                    for (int c = 0; c < k; c++) acc += (double)X[(size_t)i * k + c] * W[(size_t)j * k + c];
+                    for (int c = 0; c < k; c++)
+                        acc += (double)X[(size_t)i * k + c] * W[(size_t)j * k + c];
                     R[(size_t)i * n + j] = acc;
                 }
             /* fp32 matmul, weights reordered once */
@@ -490,7 +516,8 @@ int main(int argc, char **argv) {
             dnnl_primitive_t mmf =
                 make_matmul(&sf, dnnl_f32, &bf, &df, NULL, W, n, k, &wf, impl[row][0], lay[row][0], 128);
             dnnl_memory_t msf = mem(&sf, X), mbf = mem(&bf, bias), mdf = mem(&df, Y[P_DF32MM]);
-            dnnl_exec_arg_t af[4] = {{DNNL_ARG_SRC, msf}, {DNNL_ARG_WEIGHTS, wf}, {DNNL_ARG_BIAS, mbf}, {DNNL_ARG_DST, mdf}};
+            dnnl_exec_arg_t af[4] = {
+                {DNNL_ARG_SRC, msf}, {DNNL_ARG_WEIGHTS, wf}, {DNNL_ARG_BIAS, mbf}, {DNNL_ARG_DST, mdf}};
             /* int8 matmul: u8 src, common runtime zero point, runtime per-N output scales */
             dnnl_primitive_attr_t at;
             CK(dnnl_primitive_attr_create(&at));
@@ -515,22 +542,27 @@ int main(int argc, char **argv) {
                                      {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, mzp}};
 
             double best[NP], lib[2] = {1e30, 1e30}, pbest[NP] = {0};
-            for (int p = 0; p < NP; p++) best[p] = 1e30;
+            for (int p = 0; p < NP; p++)
+                best[p] = 1e30;
             const int32_t co0 = 0;
             for (int r = 0; r < reps; r++)
                 for (int p = 0; p < NP; p++) {
                     double t0 = tnow(), p0 = cpu_now(CLOCK_PROCESS_CPUTIME_ID), tl = 0;
                     switch (p) {
                     case P_SGEMM:
-                        for (int i = 0; i < m; i++) memcpy(Y[p] + (size_t)i * n, bias, sizeof(float) * n);
+                        for (int i = 0; i < m; i++)
+                            memcpy(Y[p] + (size_t)i * n, bias, sizeof(float) * n);
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, X, k, W, k, 1.0f, Y[p], n);
                         break;
                     case P_SGEMMT:
-                        for (int i = 0; i < m; i++) memcpy(Y[p] + (size_t)i * n, bias, sizeof(float) * n);
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, X, k, WT, n, 1.0f, Y[p], n);
+                        for (int i = 0; i < m; i++)
+                            memcpy(Y[p] + (size_t)i * n, bias, sizeof(float) * n);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, X, k, WT, n, 1.0f, Y[p],
+                                    n);
                         break;
                     case P_DSGEMM:
-                        for (int i = 0; i < m; i++) memcpy(Y[p] + (size_t)i * n, bias, sizeof(float) * n);
+                        for (int i = 0; i < m; i++)
+                            memcpy(Y[p] + (size_t)i * n, bias, sizeof(float) * n);
                         CK(dnnl_sgemm('N', 'T', m, n, k, 1.0f, X, k, W, k, 1.0f, Y[p], n));
                         break;
                     case P_DF32MM:
@@ -553,11 +585,13 @@ int main(int argc, char **argv) {
                     }
                     case P_DI8MM: {
                         float lo = 0.0f, hi = 0.0f, inv;
-                        for (int i = 0; i < m; i++) minmax_avx2(X + (size_t)i * k, qd.keep, k, &lo, &hi);
+                        for (int i = 0; i < m; i++)
+                            minmax_avx2(X + (size_t)i * k, qd.keep, k, &lo, &hi);
                         const float s = grid(lo, hi, &inv, &zp_common);
                         for (int i = 0; i < m; i++)
                             quant_avx2(X + (size_t)i * k, qd.keep, k, inv, zp_common, A8 + (size_t)i * k);
-                        for (int j = 0; j < n; j++) oscale[j] = s * qd.sw[j];
+                        for (int j = 0; j < n; j++)
+                            oscale[j] = s * qd.sw[j];
                         const double t1 = tnow();
                         CK(dnnl_primitive_execute(mm8, strm, 5, a8));
                         CK(dnnl_stream_wait(strm));
@@ -583,24 +617,28 @@ int main(int argc, char **argv) {
                         rejected++;
                         continue;
                     }
-                    if (dt < best[p]) best[p] = dt, pbest[p] = pdt;
-                    if (p == P_DU8GEMM && tl < lib[0]) lib[0] = tl;
-                    if (p == P_DI8MM && tl < lib[1]) lib[1] = tl;
+                    if (dt < best[p])
+                        best[p] = dt, pbest[p] = pdt;
+                    if (p == P_DU8GEMM && tl < lib[0])
+                        lib[0] = tl;
+                    if (p == P_DI8MM && tl < lib[1])
+                        lib[1] = tl;
                 }
             for (int p = 0; p < NP; p++) {
                 errs[row][p] = rel_err(Y[p], R, (size_t)m * n);
                 procr[row][p] = pbest[p] / best[p];
             }
             printf("%-8s %4d %5d %5d | %7.1f %8.1f %7.1f %7.1f | %8.1f %6.1f %7.1f %6.1f | %7.1f %7.1f %7.1f\n",
-                   names[si], m, n, k, best[P_SGEMM] * 1e6, best[P_SGEMMT] * 1e6, best[P_DSGEMM] * 1e6, best[P_DF32MM] * 1e6, best[P_DU8GEMM] * 1e6,
-                   lib[0] * 1e6, best[P_DI8MM] * 1e6, lib[1] * 1e6, best[P_Q16] * 1e6, best[P_Q8] * 1e6,
-                   best[P_Q80] * 1e6);
+                   names[si], m, n, k, best[P_SGEMM] * 1e6, best[P_SGEMMT] * 1e6, best[P_DSGEMM] * 1e6,
+                   best[P_DF32MM] * 1e6, best[P_DU8GEMM] * 1e6, lib[0] * 1e6, best[P_DI8MM] * 1e6, lib[1] * 1e6,
+                   best[P_Q16] * 1e6, best[P_Q8] * 1e6, best[P_Q80] * 1e6);
             fflush(stdout);
             dnnl_primitive_destroy(mmf);
             dnnl_primitive_destroy(mm8);
             dnnl_primitive_attr_destroy(at);
             dnnl_memory_t ms[] = {wf, msf, mbf, mdf, w8, ms8, md8, msc, mzp};
-            for (size_t e = 0; e < sizeof ms / sizeof *ms; e++) dnnl_memory_destroy(ms[e]);
+            for (size_t e = 0; e < sizeof ms / sizeof *ms; e++)
+                dnnl_memory_destroy(ms[e]);
         }
         donto_qweight_free(&q16);
         donto_qweight8_free(&q8);
@@ -610,11 +648,13 @@ int main(int argc, char **argv) {
 
     printf("\nrelative error vs a double-precision product (same fp32 X, W, bias)\n");
     printf("%-8s %4s |", "shape", "m");
-    for (int p = 0; p < NP; p++) printf(" %8s", pname[p]);
+    for (int p = 0; p < NP; p++)
+        printf(" %8s", pname[p]);
     printf("\n");
     for (int r = 0; r < row; r++) {
         printf("%-8s %4d |", names[r / nm], ms[r % nm]);
-        for (int p = 0; p < NP; p++) printf(" %8.1e", errs[r][p]);
+        for (int p = 0; p < NP; p++)
+            printf(" %8.1e", errs[r][p]);
         printf("\n");
     }
     printf("\noneDNN matmul implementations and weight layouts (K x N weights)\n");
@@ -627,7 +667,8 @@ int main(int argc, char **argv) {
     int wr = 0, wp = 0;
     for (int r = 0; r < row; r++)
         for (int p = 0; p < NP; p++)
-            if (procr[r][p] > worst) worst = procr[r][p], wr = r, wp = p;
+            if (procr[r][p] > worst)
+                worst = procr[r][p], wr = r, wp = p;
     printf("\nprocess CPU / thread CPU in the calls that gave the minima: worst %.3f (%s, %s m=%d); 1.000 = no work "
            "elsewhere; %ld of %ld calls rejected (process CPU > 1.05 x thread CPU + 5 us)\n",
            worst, pname[wp], names[wr / nm], ms[wr % nm], rejected, (long)reps * NP * 4 * nm);
