@@ -182,6 +182,11 @@ donto_isa cpu_isa_best(void) {
 
 donto_isa cpu_isa_resolve(donto_isa s) { return s == DONTO_ISA_AUTO ? cpu_isa_best() : s; }
 
+donto_isa cpu_isa_runnable(donto_isa s) {
+    s = cpu_isa_resolve(s);
+    return cpu_isa_supported(s) ? s : cpu_isa_best();
+}
+
 void cpu_features_describe(char *buf, size_t n) {
     const cpu_features *f = cpu_features_get();
     const struct {

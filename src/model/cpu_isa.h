@@ -38,6 +38,9 @@ int cpu_isa_supported(donto_isa s);
 donto_isa cpu_isa_best(void);
 /* s, or cpu_isa_best() for DONTO_ISA_AUTO. */
 donto_isa cpu_isa_resolve(donto_isa s);
+/* The set a kernel call runs: s resolved, or the best this CPU has when it
+ * lacks s (never an illegal instruction). */
+donto_isa cpu_isa_runnable(donto_isa s);
 /* The features s needs that this CPU lacks, comma-separated ("" when none). */
 void cpu_isa_missing(donto_isa s, char *buf, size_t n);
 /* The features this CPU has, space-separated ("avx avx2 fma ..."; "none"). */

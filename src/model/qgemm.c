@@ -133,8 +133,7 @@
  * has when s is one it lacks (never an illegal instruction). */
 static donto_isa qg_isa(donto_isa s) {
 #ifdef QG_X86
-    s = cpu_isa_resolve(s);
-    return cpu_isa_supported(s) ? s : cpu_isa_best();
+    return cpu_isa_runnable(s);
 #else
     (void)s;
     return DONTO_ISA_PORTABLE;

@@ -59,8 +59,7 @@ _Static_assert(2 * DONTO_QGEMM8_XMAX * DONTO_QGEMM8_WMAX < 32768, "vpmaddubsw wo
 
 static donto_isa q8_isa(donto_isa s) {
 #ifdef Q8_X86
-    s = cpu_isa_resolve(s);
-    return cpu_isa_supported(s) ? s : cpu_isa_best();
+    return cpu_isa_runnable(s);
 #else
     (void)s;
     return DONTO_ISA_PORTABLE;
