@@ -1,13 +1,32 @@
 /* Test helpers for tests that drive child processes (the real donto-embed
- * binary): sleeping, bounded waits for exit, reading a small log file. */
+ * binary): starting one, sleeping, bounded waits for exit, reading a small
+ * log file. */
 #ifndef DONTO_TEST_PROC_H
 #define DONTO_TEST_PROC_H
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "donto/util.h"
+
+extern char **environ;
+
+/* Start argv (a path, or a bare name looked up in PATH) with stdout to out
+ * (truncated) and stderr appended to errlog (NULL: /dev/null for either).
+ * The child's pid, or -1. */
+static inline pid_t spawn(char *const argv[], const char *out, const char *errlog) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, errlog ? errlog : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+    pid_t pid = -1;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc ? -1 : pid;
+}
 
 static inline void msleep(long ms) {
     nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);

@@ -59,7 +59,6 @@
 #include "proc.h"
 #include "tinybert.h"
 
-extern char **environ;
 
 #define MODEL "sentence-transformers/all-MiniLM-L6-v2"
 #define DIMS 384
@@ -71,23 +70,6 @@ static char g_exe[1024], g_dir[256], g_db[1200], g_model[512], g_adm[80];
 static char g_tokfile[2][1300];
 static int g_port[NCOORD];
 static pid_t g_serve[NCOORD];
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static pid_t spawn(char *const argv[], const char *out, const char *errlog) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, errlog ? errlog : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-    pid_t pid = -1;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    return rc ? -1 : pid;
-}
 
 static void log_of(char *b, size_t cap, const char *what) { snprintf(b, cap, "%s/%s.log", g_dir, what); }
 
@@ -192,7 +174,7 @@ static int64_t store_embedded(void) {
     donto_err e = {0};
     if (!s && donto_store_open_existing(g_db, &s, &e)) return -1;
     donto_target_stats st[DONTO_TARGET_N];
-    return donto_store_stats(s, now_ms(), st, &e) ? -1 : st[DONTO_TARGET_CLAIM].embedded;
+    return donto_store_stats(s, donto_unix_ms(), st, &e) ? -1 : st[DONTO_TARGET_CLAIM].embedded;
 }
 
 /* ---- /stats --------------------------------------------------------------- */
@@ -273,7 +255,7 @@ static void fleet_line(json_t *j, char *out, size_t cap) {
 static int64_t leased_of(PGconn *pc, const char *token) {
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM queue WHERE lease_owner LIKE '%s/%%' AND lease_expires > %lld",
-             token, (long long)now_ms());
+             token, (long long)donto_unix_ms());
     return sql_int(pc, sql);
 }
 

@@ -72,7 +72,6 @@
 #include "proc.h"
 #include "sqlq.h"
 
-extern char **environ;
 
 #define DIMS 384
 #define REF_MIN_COS 0.999
@@ -115,24 +114,7 @@ static part g_parts[] = {
 };
 #define NPARTS ((int)(sizeof g_parts / sizeof g_parts[0]))
 
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static double left_s(void) { return g_deadline - (donto_now() - g_t0); }
-
-static pid_t spawn(char *const argv[], const char *out, const char *errlog) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, errlog ? errlog : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-    pid_t pid = -1;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ); /* python3 may be a bare name */
-    posix_spawn_file_actions_destroy(&fa);
-    return rc ? -1 : pid;
-}
 
 static int run(char *const argv[], const char *out, double timeout_s) {
     pid_t p = spawn(argv, out, g_log);
@@ -317,7 +299,7 @@ static int store_stats(donto_target_stats *out) {
     donto_err e = {0};
     if (donto_store_open(g_db, &s, &e)) return -1;
     donto_target_stats st[DONTO_TARGET_N];
-    int rc = donto_store_stats(s, now_ms(), st, &e);
+    int rc = donto_store_stats(s, donto_unix_ms(), st, &e);
     if (!rc) *out = st[DONTO_TARGET_CLAIM];
     donto_store_close(s);
     return rc;
@@ -446,7 +428,7 @@ static int phase_all(void) {
         }
         long long queued = -1, checked = -1;
         int done = drained && (!verify_on || (suspended == attackers && stopped == attackers)) &&
-                   now_ms() >= last_susp + SWEEP_MS + 2000 && verify_counters(&queued, &checked) == 0 && queued == 0;
+                   donto_unix_ms() >= last_susp + SWEEP_MS + 2000 && verify_counters(&queued, &checked) == 0 && queued == 0;
         if (donto_now() - last_print >= 15) {
             fprintf(stderr, "-- %.0f s: embedded %lld pending %lld leased %lld; attackers suspended %d/%d, stopped %d\n",
                     donto_now() - g_t0, (long long)st.embedded, (long long)st.pending, (long long)st.leased, suspended,

@@ -62,7 +62,6 @@
 #include "donto/wire.h"
 #include "tinybert.h"
 
-extern char **environ;
 
 #define MODEL "sentence-transformers/all-MiniLM-L6-v2"
 #define OTHER_MODEL "BAAI/bge-base-en-v1.5"
@@ -96,23 +95,6 @@ static int g_ntexts;
 static pid_t g_serve = -1;
 
 
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-
-static pid_t spawn(char *const argv[], const char *out, const char *errlog) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, errlog ? errlog : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-    pid_t pid = -1;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    return rc ? -1 : pid;
-}
 
 static int run(char *const argv[], const char *out) {
     pid_t p = spawn(argv, out, g_log);
@@ -261,7 +243,7 @@ static int store_stats(int target, donto_target_stats *out) {
     donto_err e = {0};
     if (donto_store_open(g_db, &s, &e)) return -1;
     donto_target_stats st[DONTO_TARGET_N];
-    int rc = donto_store_stats(s, now_ms(), st, &e);
+    int rc = donto_store_stats(s, donto_unix_ms(), st, &e);
     if (!rc) *out = st[target];
     donto_store_close(s);
     return rc;
