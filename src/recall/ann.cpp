@@ -395,9 +395,15 @@ int donto_ann_build_file(donto_vecfile *v, const donto_ann_opts *o, donto_ann **
                 size_t want = ivf ? std::max<size_t>(ivf->nlist * 64, 65536) : n;
                 if (want > n) want = n;
                 std::vector<float> sample(want * d);
+                size_t dropped = 0;  // drop the pages read as we go: a strided
+                                     // sample touches nearly every page
                 for (size_t i = 0; i < want; i++) {
                     size_t r = static_cast<size_t>(static_cast<double>(i) * static_cast<double>(n) / static_cast<double>(want));
                     std::memcpy(sample.data() + i * d, rows + r * d, d * sizeof(float));
+                    if (r >= dropped + 65536) {
+                        donto_vecfile_drop(v, dropped, r - dropped);
+                        dropped = r;
+                    }
                 }
                 donto_vecfile_drop(v, 0, n);
                 idx->train(static_cast<faiss::Index::idx_t>(want), sample.data());
