@@ -204,7 +204,15 @@ std::string kind_of(size_t nlist, const std::string &codec) {
     return nlist ? "IVF" + std::to_string(nlist) + "," + codec : "Flat";
 }
 
-double gb(size_t b) { return static_cast<double>(b) / 1e9; }
+// "2.40 GB" / "15.4 KB": sizes in messages, readable at any scale.
+std::string human(size_t b) {
+    char t[32];
+    double x = static_cast<double>(b);
+    if (x >= 1e9) std::snprintf(t, sizeof t, "%.2f GB", x / 1e9);
+    else if (x >= 1e6) std::snprintf(t, sizeof t, "%.1f MB", x / 1e6);
+    else std::snprintf(t, sizeof t, "%.1f KB", x / 1e3);
+    return t;
+}
 
 // Resolve "auto" for n vectors under the bound: the first that fits.
 // Throws with the message for the caller when none does.
@@ -225,9 +233,9 @@ std::string choose(size_t n, int dim, const donto_ann_opts *o, size_t *bytes) {
     }
     char msg[320];
     std::snprintf(msg, sizeof msg,
-                  "%zu %d-d vectors need %.2f GB even as %s (the smallest index); the memory bound "
-                  "(--index-memory-gb) is %.2f GB: refused",
-                  n, dim, gb(last), kind_of(nlist, codecs.back()).c_str(), gb(bound));
+                  "%zu %d-d vectors need %s even as %s (the smallest index); the memory bound "
+                  "(--index-memory-gb) is %s: refused",
+                  n, dim, human(last).c_str(), kind_of(nlist, codecs.back()).c_str(), human(bound).c_str());
     throw std::runtime_error(msg);
 }
 
