@@ -13,6 +13,7 @@
 #include "check.h"
 #include "donto/ann.h"
 #include "donto/recall.h"
+#include "donto/vecfile.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
 static double urand(void) {
@@ -190,6 +191,128 @@ static void test_errors(void) {
     CHECK(donto_ann_build(0, x, 8, NULL, &a, &err) == -1, "dim 0");
 }
 
+/* A compressed index (IVF-PQ) built from a vector file, re-ranked exactly
+ * against its rows: recall vs exact, exact scores, re-rank vs none,
+ * save/load + attach. */
+static void test_compressed(void) {
+    enum { D = 32, NC = 50 };
+    const size_t n = 8000, nq = 100;
+    float *centres = malloc(NC * D * sizeof *centres);
+    for (int i = 0; i < NC * D; i++) centres[i] = gauss();
+    for (int i = 0; i < NC; i++) normalise(centres + i * D, D);
+    float *x = clustered(n, D, NC, 0.15f, centres);
+    float *q = clustered(nq, D, NC, 0.15f, centres);
+    donto_err err = {0};
+    char path[512], ipath[512];
+    snprintf(path, sizeof path, "%s/rows.vec", g_dir);
+    snprintf(ipath, sizeof ipath, "%s/pq.faiss", g_dir);
+    donto_vecfile *vf = NULL;
+    CHECK(donto_vecfile_create(path, D, &vf, &err) == 0, "vecfile: %s", err.msg);
+    if (!vf) goto out;
+    CHECK(donto_vecfile_append(vf, x, n / 2, &err) == 0 && donto_vecfile_append(vf, x + n / 2 * D, n - n / 2, &err) == 0,
+          "append: %s", err.msg);
+    CHECK_EQ_INT(donto_vecfile_n(vf), n);
+    donto_ann_opts o;
+    donto_ann_default_opts(&o);
+    o.kind = "IVF32,PQ8";
+    donto_ann *a = NULL;
+    CHECK(donto_ann_build_file(vf, &o, &a, &err) == 0, "build: %s", err.msg);
+    if (!a) goto out_vf;
+    char desc[160];
+    donto_ann_describe(a, desc, sizeof desc);
+    CHECK(donto_ann_lossy(a) && strstr(desc, "PQ8") && strstr(desc, "rerank=100"), "describe: %s", desc);
+    double r = recall_at_10(a, x, n, D, q, nq);
+    /* Scores are exact inner products after the re-rank. */
+    int64_t lab[5];
+    float sc[5];
+    CHECK(donto_ann_search(a, q, 1, 5, sc, lab, &err) == 0, "%s", err.msg);
+    for (int j = 0; j < 5; j++) {
+        double dot = 0;
+        for (int m = 0; m < D; m++) dot += (double)q[m] * x[(size_t)lab[j] * D + m];
+        CHECK(fabs(dot - sc[j]) < 1e-4, "score %d: %.6f vs exact %.6f", j, (double)sc[j], dot);
+    }
+    /* Without the rows: the codes' own ranking, worse. */
+    CHECK(donto_ann_attach(a, NULL, &err) == 0, "%s", err.msg);
+    double r0 = recall_at_10(a, x, n, D, q, nq);
+    fprintf(stderr, "%s: recall@10 vs exact %.3f re-ranked, %.3f on the PQ codes alone (%zu x %d-d, %.1f bytes/vector)\n",
+            desc, r, r0, n, D, (double)donto_ann_memory(a) / (double)n);
+    CHECK(r >= 0.95, "re-ranked recall@10 %.3f < 0.95", r);
+    CHECK(r > r0 + 0.05, "re-rank gains only %.3f -> %.3f", r0, r);
+    /* Save, load, attach the rows again: the same answers. */
+    CHECK(donto_ann_attach(a, vf, &err) == 0, "%s", err.msg);
+    CHECK(donto_ann_save(a, ipath, &err) == 0, "%s", err.msg);
+    donto_ann *b = NULL;
+    donto_vecfile *vf2 = NULL;
+    CHECK(donto_ann_load(ipath, D, &o, &b, &err) == 0 && donto_vecfile_open(path, D, &vf2, &err) == 0 &&
+              donto_ann_attach(b, vf2, &err) == 0,
+          "reload: %s", err.msg);
+    if (b && vf2) {
+        int64_t l2[5];
+        float s2[5];
+        CHECK(donto_ann_search(b, q, 1, 5, s2, l2, &err) == 0 && !memcmp(lab, l2, sizeof lab), "reloaded answers differ");
+    }
+    /* A file with too few rows cannot be attached. */
+    donto_vecfile *small = NULL;
+    snprintf(path, sizeof path, "%s/small.vec", g_dir);
+    CHECK(donto_vecfile_create(path, D, &small, &err) == 0 && donto_vecfile_append(small, x, 10, &err) == 0, "%s", err.msg);
+    if (b && small) CHECK(donto_ann_attach(b, small, &err) == -1 && strstr(err.msg, "10"), "short file: %s", err.msg);
+    /* A vector file whose size disagrees with its header is refused. */
+    donto_vecfile_free(small);
+    CHECK(truncate(path, DONTO_VECFILE_HEADER + 5 * D * 4) == 0, "truncate");
+    CHECK(donto_vecfile_open(path, D, &small, &err) == -1 && strstr(err.msg, "disagrees"), "cut file: %s", err.msg);
+    donto_ann_free(b);
+    donto_vecfile_free(vf2);
+    donto_ann_free(a);
+out_vf:
+    donto_vecfile_free(vf);
+out:
+    free(centres), free(x), free(q);
+}
+
+/* "auto" by size and by the memory bound; retraining on growth. */
+static void test_choose(void) {
+    char kind[128];
+    size_t bytes = 0;
+    donto_err err = {0};
+    donto_ann_opts o;
+    donto_ann_default_opts(&o);
+    CHECK(donto_ann_choose(500000, 384, &o, kind, sizeof kind, &bytes, &err) == 0 && !strcmp(kind, "IVF2048,Flat"),
+          "500k unbounded: %s", kind);
+    CHECK(bytes > 500000ull * 1536 && bytes < 500000ull * 1600, "IVF-Flat estimate %zu", bytes);
+    CHECK(donto_ann_choose(2000000, 384, &o, kind, sizeof kind, &bytes, &err) == 0 && strstr(kind, ",PQ"),
+          "2M: compressed, got %s", kind);
+    o.memory_gb = 0.5; /* 500k as IVF-Flat is ~0.78 GB: the next codec down */
+    CHECK(donto_ann_choose(500000, 384, &o, kind, sizeof kind, &bytes, &err) == 0 && strstr(kind, ",PQ") &&
+              bytes <= 500000000ull,
+          "500k in 0.5 GB: %s (%zu bytes)", kind, bytes);
+    o.memory_gb = 0.01; /* 42M even as PQ48 needs ~2.4 GB */
+    CHECK(donto_ann_choose(42000000, 384, &o, kind, sizeof kind, &bytes, &err) == -1 && strstr(err.msg, "refused") &&
+              strstr(err.msg, "--index-memory-gb") && strstr(err.msg, "42000000"),
+          "42M in 10 MB: %s", err.msg);
+    fprintf(stderr, "refusal: %s\n", err.msg);
+    /* Stale: auto at 5,000 vectors (IVF128), not at the same size, but
+     * after ~4-fold growth (it would pick 512 lists; below ~40k vectors the
+     * 39-points-per-list floor makes the lists grow with n, and 2-fold
+     * growth already doubles them). */
+    enum { D = 16 };
+    float *x = malloc(5000 * D * sizeof *x);
+    for (size_t i = 0; i < 5000; i++) {
+        for (int j = 0; j < D; j++) x[i * D + j] = gauss();
+        normalise(x + i * D, D);
+    }
+    donto_ann_default_opts(&o);
+    donto_ann *a = NULL;
+    CHECK(donto_ann_build(D, x, 5000, &o, &a, &err) == 0, "%s", err.msg);
+    if (a) {
+        CHECK(!donto_ann_stale(a, 5000, &o) && !donto_ann_stale(a, 7000, &o), "not stale at 1-1.4x");
+        CHECK(donto_ann_stale(a, 25000, &o), "stale at 5x");
+        o.memory_gb = 1e-6;
+        CHECK(donto_ann_stale(a, 5000, &o), "stale when over the bound");
+    }
+    donto_ann_free(a);
+    free(x);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "%s/donto-ann-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) return perror("mkdtemp"), 1;
@@ -197,6 +320,8 @@ int main(void) {
     test_kind("HNSW32,Flat", NULL, 0.95);
     test_kind("IVF64,Flat", "nprobe=16", 0.90);
     test_errors();
+    test_compressed();
+    test_choose();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_dir);

@@ -9,11 +9,13 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -94,6 +96,76 @@ static void expect_top(donto_recall *r, donto_store *s, const char *q, int want,
 
 static int file_exists(const char *p) { return access(p, F_OK) == 0; }
 
+/* The swap: a rebuild is held inside its hook until another query has
+ * answered (or 10 s passed); that query must answer from the old index. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int in_rebuild, other_done, timed_out;
+    donto_recall *r;
+    donto_recall_info info;
+    int rc;
+} swap_state;
+
+static void swap_hook(void *arg) {
+    swap_state *st = arg;
+    pthread_mutex_lock(&st->mu);
+    st->in_rebuild = 1;
+    pthread_cond_broadcast(&st->cv);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    while (!st->other_done && !st->timed_out)
+        if (pthread_cond_timedwait(&st->cv, &st->mu, &until)) st->timed_out = 1;
+    pthread_mutex_unlock(&st->mu);
+}
+
+static void *swap_rebuilder(void *arg) {
+    swap_state *st = arg;
+    donto_store *s = NULL;
+    donto_err err = {0};
+    st->rc = -1;
+    if (donto_store_open(g_db, &s, &err)) return NULL;
+    donto_recall_hit *h = NULL;
+    size_t n = 0;
+    st->rc = donto_recall_query(st->r, s, DONTO_TARGET_CLAIM, "a long wall in northern China", 3, &h, &n, &st->info, &err);
+    donto_recall_hits_free(h, n);
+    donto_store_close(s);
+    return NULL;
+}
+
+static void test_swap(donto_recall *r, donto_store *s) {
+    sqlite3 *db;
+    sqlite3_open(g_db, &db);
+    CHECK(sqlite3_exec(db, "UPDATE vectors SET created = created + 7000 WHERE item_id = 'claim-03'", NULL, NULL, NULL) ==
+              SQLITE_OK, "update");
+    sqlite3_close(db);
+    swap_state st = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .r = r};
+    donto_recall_set_rebuild_hook(r, swap_hook, &st);
+    pthread_t th;
+    pthread_create(&th, NULL, swap_rebuilder, &st);
+    pthread_mutex_lock(&st.mu);
+    while (!st.in_rebuild) pthread_cond_wait(&st.cv, &st.mu);
+    pthread_mutex_unlock(&st.mu);
+    /* The rebuild is in progress: this query answers from the old index. */
+    donto_recall_info info;
+    expect_top(r, s, "Who came up with relativity?", 4, &info);
+    pthread_mutex_lock(&st.mu);
+    int timed_out = st.timed_out;
+    st.other_done = 1;
+    pthread_cond_broadcast(&st.cv);
+    pthread_mutex_unlock(&st.mu);
+    pthread_join(th, NULL);
+    donto_recall_set_rebuild_hook(r, NULL, NULL);
+    CHECK(!timed_out, "a query during a rebuild waited for it (the rebuild's hook timed out)");
+    CHECK(info.stale == 1 && info.ann == 1 && info.collection == NALL, "during the rebuild: stale %d ann %d n %zu",
+          info.stale, info.ann, info.collection);
+    CHECK(st.rc == 0 && st.info.rebuilt == 1, "the rebuild: rc %d rebuilt %d", st.rc, st.info.rebuilt);
+    /* And after the swap: current, not stale. */
+    expect_top(r, s, "What temperature does water boil at?", 3, &info);
+    CHECK(info.stale == 0 && info.rebuilt == 0, "after the swap: stale %d rebuilt %d", info.stale, info.rebuilt);
+}
+
 static void test_library(void) {
     donto_err err = {0};
     donto_store *s = NULL;
@@ -159,7 +231,26 @@ static void test_library(void) {
     sqlite3_close(db);
     expect_top(r, s, "a long wall in northern China", 2, &info);
     CHECK(info.rebuilt == 1, "replaced vector: rebuilt %d", info.rebuilt);
+    test_swap(r, s);
     donto_recall_close(r);
+    /* The memory bound: 10 vectors need ~15 KB even as a flat index; a
+     * bound of 1 KB refuses the collection, saying why, at every query. */
+    {
+        donto_recall_opts ob = o;
+        ob.index_memory_gb = 1e-6;
+        donto_recall *rb = NULL;
+        CHECK(donto_recall_open(g_enc, &ob, &rb, &err) == 0, "%s", err.msg);
+        for (int i = 0; i < 2 && rb; i++) {
+            donto_recall_hit *hb = NULL;
+            size_t nb = 0;
+            CHECK(donto_recall_query(rb, s, DONTO_TARGET_CLAIM, "the tallest mountain", 3, &hb, &nb, &info, &err) == -1 &&
+                      strstr(err.msg, "refused") && strstr(err.msg, "--index-memory-gb") && strstr(err.msg, "claim"),
+                  "bound: %s", err.msg);
+            donto_recall_hits_free(hb, nb);
+        }
+        fprintf(stderr, "memory bound: %s\n", err.msg);
+        donto_recall_close(rb);
+    }
     /* Damaged id map: warned about, rebuilt, right answers. */
     FILE *f = fopen(fi, "r+b");
     if (f) {

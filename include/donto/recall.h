@@ -44,8 +44,16 @@ size_t donto_exact_topk(const float *vecs, size_t n, int dim, const float *q, si
  * since the mark -> read just those and add them; anything else (a vector
  * replaced, rows gone, a different model, a bad file) -> rebuild.
  *
- * A donto_recall may be shared by threads (the coordinator): queries are
- * serialised on an internal lock, except the embedding of the query text.
+ * A donto_recall may be shared by threads (the coordinator). Queries search
+ * under a read lock, so they run at once; bringing a target's index in step
+ * with the store runs under that target's build lock only, outside the read
+ * lock: a rebuild streams the vectors into a file beside the index
+ * (include/donto/vecfile.h), builds a new index from it and swaps it in
+ * under a short write lock, and while it runs other queries answer from the
+ * old index (info.stale = 1). Adding a few new rows takes the write lock for
+ * the add itself. A collection the memory bound (index_memory_gb) cannot
+ * hold is refused: its queries fail with a message naming the need and the
+ * bound, and its old index is dropped.
  */
 typedef struct donto_recall donto_recall;
 
@@ -56,6 +64,7 @@ typedef struct donto_recall_opts {
     size_t ann_min;            /* ANN from this many vectors on; 0: DONTO_RECALL_ANN_MIN */
     int exact;                 /* 1: always search exactly */
     const donto_ann_opts *ann; /* NULL: donto_ann_default_opts */
+    double index_memory_gb;    /* > 0: bound on each index (overrides ann->memory_gb) */
 } donto_recall_opts;
 
 /* Below this, an exact scan costs about as much as an HNSW search and
@@ -79,6 +88,8 @@ typedef struct donto_recall_info {
     size_t added;       /* vectors read from the store by this query */
     int rebuilt;        /* 1: the collection was (re)built from scratch */
     int loaded;         /* 1: the index came from its files */
+    int stale;          /* 1: answered from the index as it was, while another
+                         * request brings it in step with the store */
 } donto_recall_info;
 
 /* enc is borrowed (may be NULL: then only donto_recall_search_vec works). */
@@ -93,6 +104,10 @@ int donto_recall_query(donto_recall *r, donto_store *s, donto_target t, const ch
 int donto_recall_search_vec(donto_recall *r, donto_store *s, donto_target t, const float *q, int dim,
                             size_t k, donto_recall_hit **hits, size_t *n, donto_recall_info *info,
                             donto_err *err);
+
+/* For tests: hook(arg) runs inside every rebuild, after the rows are read
+ * and before the index is built and swapped in (no read lock held). */
+void donto_recall_set_rebuild_hook(donto_recall *r, void (*hook)(void *arg), void *arg);
 
 /* The answer as one JSON object (compact, heap string; NULL when a text is
  * not valid UTF-8 and cannot be encoded):

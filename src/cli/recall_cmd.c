@@ -121,6 +121,7 @@ int donto_recall_cmd(int argc, char **argv) {
     const char *db = DONTO_STORE_DEFAULT_URL, *model_dir = NULL;
     const char *model_name = NULL, *index = NULL;
     int64_t k = 10, ann_min = 0;
+    double index_memory_gb = 0;
     int json = 0, exact = 0, threads = 0, target = DONTO_TARGET_CLAIM, verified_only = 0, isa = DONTO_ISA_AUTO;
     int vectors = DONTO_VECTORS_OWN;
     const donto_opt opts[] = {
@@ -139,6 +140,11 @@ int donto_recall_cmd(int argc, char **argv) {
         {DONTO_OPT_FLAG, "exact", 0, &exact, .help = "always scan every vector (no ANN index)"},
         {DONTO_OPT_INT64, "ann-min", 0, &ann_min, .min = 1, .max = 1LL << 40, .metavar = "N",
          .help = "use the ANN index from N vectors on (default " STR(DONTO_RECALL_ANN_MIN) ")"},
+        {DONTO_OPT_DOUBLE, "index-memory-gb", 0, &index_memory_gb, .fmin = 0, .fmax = 1e6, .fmin_open = 1,
+         .metavar = "GB",
+         .help = "bound on each recall index's memory, in GB: the index kind (IVF-Flat,\n"
+                 "IVF-PQ96, IVF-PQ48) is chosen to fit; a collection even the smallest\n"
+                 "cannot hold is refused with a message (default: no bound; docs/recall.md)"},
         {DONTO_OPT_STRING, "index", 0, &index, .metavar = "PREFIX",
          .help = "ANN files at PREFIX.<target>.faiss/.ids (default: the SQLite\n"
                  "file's path; PostgreSQL: in memory only)"},
@@ -234,7 +240,8 @@ int donto_recall_cmd(int argc, char **argv) {
     eo.isa = (donto_isa)isa;
     if (donto_encoder_open(model_dir, &eo, &enc, &err)) goto fail;
     if (verified_only) donto_store_set_verified_only(s, 1); /* every read of vectors through s */
-    donto_recall_opts ro = {.model_name = name, .index_prefix = prefix, .ann_min = (size_t)ann_min, .exact = exact};
+    donto_recall_opts ro = {.model_name = name, .index_prefix = prefix, .ann_min = (size_t)ann_min, .exact = exact,
+                            .index_memory_gb = index_memory_gb};
     if (donto_recall_open(enc, &ro, &r, &err)) goto fail;
     donto_recall_info info;
     if (donto_recall_query(r, s, (donto_target)target, query, (size_t)k, &hits, &nh, &info, &err)) goto fail;

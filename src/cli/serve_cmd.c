@@ -41,6 +41,7 @@ typedef struct serve_opts {
     const char *model_dir, *model_name, *index; /* recall (model_dir NULL: none) */
     long long ann_min;
     int isa; /* donto_isa of the recall encoder */
+    double index_memory_gb;
 } serve_opts;
 
 static int serve_run(const donto_coord_config *cfg, const serve_opts *o);
@@ -57,6 +58,7 @@ int donto_serve_cmd(int argc, char **argv) {
     cfg.listen = "127.0.0.1:8080";
     cfg.version = DONTO_VERSION;
     int64_t drain = 30, ann_min = 0, max_body = 0, lease_ttl = 0, conn_timeout = 0;
+    double index_memory_gb = 0;
     int migrate = 0, verbose = 0, isa = DONTO_ISA_AUTO;
     int max_conn = 0, per_ip = 0, header_to = 0, body_to = 0, idle_to = 0; /* slow clients: docs/trust.md */
     const char *tls_cert = NULL, *tls_key = NULL;
@@ -115,6 +117,11 @@ int donto_serve_cmd(int argc, char **argv) {
                  "file's path; PostgreSQL: in memory only)"},
         {DONTO_OPT_INT64, "ann-min", 0, &ann_min, .min = 1, .max = 1LL << 40, .metavar = "N",
          .help = "recall uses the ANN index from N vectors on (default 20000)"},
+        {DONTO_OPT_DOUBLE, "index-memory-gb", 0, &index_memory_gb, .fmin = 0, .fmax = 1e6, .fmin_open = 1,
+         .metavar = "GB",
+         .help = "bound on each recall index's memory, in GB: the index kind (IVF-Flat,\n"
+                 "IVF-PQ96, IVF-PQ48) is chosen to fit; a collection even the smallest\n"
+                 "cannot hold is refused with a message (default: no bound; docs/recall.md)"},
         {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
          .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
                  "avx512 | avx512vnni (the CPU kernel set of the recall model and\n"
@@ -216,7 +223,7 @@ int donto_serve_cmd(int argc, char **argv) {
         cfg.tls_cert_pem = cert_pem;
         cfg.tls_key_pem = key_pem;
     }
-    serve_opts so = {migrate, (long long)drain, model_dir, model_name, index, (long long)ann_min, isa};
+    serve_opts so = {migrate, (long long)drain, model_dir, model_name, index, (long long)ann_min, isa, index_memory_gb};
     int rc = serve_run(&cfg, &so);
     free(cert_pem);
     free(key_pem);
@@ -280,7 +287,8 @@ static int serve_run(const donto_coord_config *cfg_, const serve_opts *o) {
             free(rprefix);
             rprefix = v;
         }
-        donto_recall_opts ro = {.model_name = rname, .index_prefix = rprefix, .ann_min = (size_t)ann_min};
+        donto_recall_opts ro = {.model_name = rname, .index_prefix = rprefix, .ann_min = (size_t)ann_min,
+                                .index_memory_gb = o->index_memory_gb};
         donto_encoder_opts eo;
         donto_encoder_default_opts(&eo);
         eo.isa = (donto_isa)o->isa;

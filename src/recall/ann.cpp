@@ -3,11 +3,15 @@
 // into C, so every entry point is one try block that turns exceptions into
 // a donto_err.
 #include "donto/ann.h"
+#include "donto/vecfile.h"
 
 #include <faiss/AutoTune.h>
 #include <faiss/IVFlib.h>
+#include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIVF.h>
+#include <faiss/IndexIVFPQ.h>
+#include <faiss/IndexScalarQuantizer.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/io.h>
 #include <faiss/index_factory.h>
@@ -18,7 +22,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <exception>
+#include <vector>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -26,6 +32,8 @@
 
 struct donto_ann {
     std::unique_ptr<faiss::Index> idx;
+    const donto_vecfile *rows = nullptr; // float32 rows for re-ranking (borrowed)
+    size_t rerank = DONTO_ANN_RERANK;
 };
 
 namespace {
@@ -156,16 +164,154 @@ void apply_search(faiss::Index *idx, const donto_ann_opts *o) {
     if (auto *ivf = faiss::ivflib::try_extract_index_ivf(idx)) ivf->parallel_mode = 1;  // see donto_ann_search
 }
 
-// "auto": IVF-Flat with about 4 sqrt(n) lists (a power of two), but never
-// fewer than 39 training points per list (FAISS's own floor), so small
-// collections get few lists (and below 78 vectors a flat scan).
-std::string auto_kind(size_t n) {
+// "auto": IVF with about 4 sqrt(n) lists (a power of two), but never fewer
+// than 39 training points per list (FAISS's own floor), so small collections
+// get few lists (and below 78 vectors a flat scan, nlist 0 here).
+size_t auto_nlist(size_t n) {
     double want = 4.0 * std::sqrt(static_cast<double>(n));
     size_t nlist = 1;
     while (nlist * 2 <= want * 1.414) nlist *= 2;  // nearest power of two (geometric)
     while (nlist > 1 && nlist * 39 > n) nlist /= 2;
-    if (nlist == 1) return "Flat";  // one list would be a scan anyway
-    return "IVF" + std::to_string(nlist) + ",Flat";
+    return nlist == 1 ? 0 : nlist;  // one list would be a scan anyway
+}
+
+// The codecs "auto" may put in the lists, best first: IVF-Flat (exact
+// scores) while n <= DONTO_ANN_FLAT_MAX, then the compressed ladder, each
+// re-ranked against the float32 rows. The ladder's order comes from
+// bench/recall-scale (docs/recall.md): recall@10 and latency per byte.
+const char *const kLadder[] = {"PQ96", "PQ48"};
+
+size_t code_bytes(const std::string &codec, int dim) {
+    if (codec == "Flat") return 4 * static_cast<size_t>(dim);
+    if (codec == "SQ8") return static_cast<size_t>(dim);
+    if (codec == "SQ4") return (static_cast<size_t>(dim) + 1) / 2;
+    if (codec.rfind("PQ", 0) == 0) return static_cast<size_t>(std::stoul(codec.substr(2)));
+    return 4 * static_cast<size_t>(dim);
+}
+
+// Memory of an IVF index with nlist lists over n vectors: codes and 8-byte
+// ids in the lists, the coarse centroids, a PQ's 256 centroids per
+// sub-quantiser, ~48 bytes of list bookkeeping each. nlist 0: a flat scan.
+size_t estimate(size_t n, int dim, size_t nlist, const std::string &codec) {
+    size_t d = static_cast<size_t>(dim);
+    if (!nlist) return n * 4 * d;
+    size_t b = n * (code_bytes(codec, dim) + 8) + nlist * (4 * d + 48);
+    if (codec.rfind("PQ", 0) == 0) b += 256 * 4 * d;
+    return b;
+}
+
+std::string kind_of(size_t nlist, const std::string &codec) {
+    return nlist ? "IVF" + std::to_string(nlist) + "," + codec : "Flat";
+}
+
+// "2.40 GB" / "15.4 KB": sizes in messages, readable at any scale.
+std::string human(size_t b) {
+    char t[32];
+    double x = static_cast<double>(b);
+    if (x >= 1e9) std::snprintf(t, sizeof t, "%.2f GB", x / 1e9);
+    else if (x >= 1e6) std::snprintf(t, sizeof t, "%.1f MB", x / 1e6);
+    else std::snprintf(t, sizeof t, "%.1f KB", x / 1e3);
+    return t;
+}
+
+// Resolve "auto" for n vectors under the bound: the first that fits.
+// Throws with the message for the caller when none does.
+std::string choose(size_t n, int dim, const donto_ann_opts *o, size_t *bytes) {
+    size_t bound = o && o->memory_gb > 0 ? static_cast<size_t>(o->memory_gb * 1e9) : 0;
+    size_t nlist = auto_nlist(n);
+    std::vector<std::string> codecs;
+    if (!nlist || n <= DONTO_ANN_FLAT_MAX) codecs.push_back("Flat");
+    if (nlist)
+        for (const char *c : kLadder) codecs.push_back(c);
+    size_t last = 0;
+    for (const auto &c : codecs) {
+        last = estimate(n, dim, nlist, c);
+        if (!bound || last <= bound) {
+            if (bytes) *bytes = last;
+            return kind_of(nlist, c);
+        }
+    }
+    char msg[320];
+    std::snprintf(msg, sizeof msg,
+                  "%zu %d-d vectors need %s even as %s (the smallest index); the memory bound "
+                  "(--index-memory-gb) is %s: refused",
+                  n, dim, human(last).c_str(), kind_of(nlist, codecs.back()).c_str(), human(bound).c_str());
+    throw std::runtime_error(msg);
+}
+
+// The codec of a built index ("Flat", "SQ8", "PQ48", ...) and its lists.
+std::string codec_of(const faiss::Index *idx, size_t *nlist) {
+    *nlist = 0;
+    auto *ivf = faiss::ivflib::try_extract_index_ivf(const_cast<faiss::Index *>(idx));
+    if (!ivf) return dynamic_cast<const faiss::IndexHNSW *>(idx) ? "HNSW" : "Flat";
+    *nlist = ivf->nlist;
+    if (auto *pq = dynamic_cast<const faiss::IndexIVFPQ *>(ivf)) return "PQ" + std::to_string(pq->pq.M);
+    if (auto *sq = dynamic_cast<const faiss::IndexIVFScalarQuantizer *>(ivf)) {
+        switch (sq->sq.qtype) {
+            case faiss::ScalarQuantizer::QT_8bit: return "SQ8";
+            case faiss::ScalarQuantizer::QT_4bit: return "SQ4";
+            case faiss::ScalarQuantizer::QT_fp16: return "SQfp16";
+            default: return "SQ";
+        }
+    }
+    return "Flat";
+}
+
+bool lossy(const faiss::Index *idx) {
+    size_t nl;
+    std::string c = codec_of(idx, &nl);
+    return c != "Flat" && c != "HNSW";
+}
+
+std::unique_ptr<faiss::Index> make_index(int dim, const std::string &kind) {
+    std::unique_ptr<faiss::Index> idx(faiss::index_factory(dim, kind.c_str(), faiss::METRIC_INNER_PRODUCT));
+    if (auto *h = dynamic_cast<faiss::IndexHNSW *>(idx.get())) h->hnsw.efConstruction = DONTO_ANN_HNSW_EF_CONSTRUCTION;
+    if (auto *ivf = faiss::ivflib::try_extract_index_ivf(idx.get())) {
+        // k-means on a sample of 64 points per list, 10 rounds: the
+        // lists only have to be good enough for nprobe to cover a
+        // query's neighbours; FAISS's defaults (256, 25) cost 10x more
+        // build time for no measurable recall here (docs/recall.md).
+        ivf->cp.max_points_per_centroid = 64;
+        ivf->cp.niter = 10;
+        if (auto *pq = dynamic_cast<faiss::IndexIVFPQ *>(ivf)) {
+            pq->pq.cp.niter = 15;
+            pq->do_polysemous_training = false;  // FAISS's default: minutes of annealing, unused by us
+        }
+    }
+    return idx;
+}
+
+// Exact re-rank: for each query, score the candidates cand [nq, kc] against
+// the float32 rows and keep the best k, best first.
+void rerank(const donto_ann *a, const float *q, size_t nq, size_t kc, const int64_t *cand, size_t k,
+            float *scores, int64_t *labels) {
+    const float *rows = donto_vecfile_rows(a->rows);
+    size_t nrows = donto_vecfile_n(a->rows), d = static_cast<size_t>(a->idx->d);
+    std::vector<std::pair<float, int64_t>> v;
+    for (size_t i = 0; i < nq; i++) {
+        v.clear();
+        const float *qi = q + i * d;
+        for (size_t j = 0; j < kc; j++) {
+            int64_t l = cand[i * kc + j];
+            if (l < 0 || static_cast<size_t>(l) >= nrows) continue;
+            const float *r = rows + static_cast<size_t>(l) * d;
+            float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            size_t m = 0;
+            for (; m + 4 <= d; m += 4)
+                s0 += qi[m] * r[m], s1 += qi[m + 1] * r[m + 1], s2 += qi[m + 2] * r[m + 2], s3 += qi[m + 3] * r[m + 3];
+            for (; m < d; m++) s0 += qi[m] * r[m];
+            v.emplace_back((s0 + s1) + (s2 + s3), l);
+        }
+        size_t keep = std::min(k, v.size());
+        std::partial_sort(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(keep), v.end(),
+                          [](const std::pair<float, int64_t> &x, const std::pair<float, int64_t> &y) {
+                              return x.first > y.first || (x.first == y.first && x.second < y.second);
+                          });
+        for (size_t j = 0; j < k; j++) {
+            scores[i * k + j] = j < keep ? v[j].first : -INFINITY;
+            labels[i * k + j] = j < keep ? v[j].second : -1;
+        }
+    }
 }
 
 // Run f with OpenMP limited to `threads` in this thread (0: unchanged),
@@ -191,6 +337,30 @@ void donto_ann_default_opts(donto_ann_opts *o) {
     o->kind = DONTO_ANN_DEFAULT_KIND;
     o->search = nullptr;
     o->threads = 0;
+    o->memory_gb = 0;
+    o->rerank = 0;
+}
+
+int donto_ann_choose(size_t n, int dim, const donto_ann_opts *o, char *kind, size_t cap, size_t *bytes,
+                     donto_err *err) {
+    try {
+        std::string k = o && o->kind ? o->kind : DONTO_ANN_DEFAULT_KIND;
+        size_t b = 0;
+        if (k == "auto") k = choose(n, dim, o, &b);
+        if (bytes) *bytes = b;
+        std::snprintf(kind, cap, "%s", k.c_str());
+        return 0;
+    } catch (...) {
+        return fail(err, "index choice");
+    }
+}
+
+static donto_ann *wrap(std::unique_ptr<faiss::Index> idx, const donto_ann_opts *o) {
+    apply_search(idx.get(), o);
+    donto_ann *a = new donto_ann;
+    a->idx = std::move(idx);
+    if (o && o->rerank) a->rerank = o->rerank;
+    return a;
 }
 
 int donto_ann_build(int dim, const float *x, size_t n, const donto_ann_opts *o, donto_ann **out,
@@ -199,17 +369,8 @@ int donto_ann_build(int dim, const float *x, size_t n, const donto_ann_opts *o, 
     if (dim <= 0) return donto_seterr(err, "ann: build: dimension %d", dim);
     try {
         std::string kind = o && o->kind ? o->kind : DONTO_ANN_DEFAULT_KIND;
-        if (kind == "auto") kind = auto_kind(n);
-        std::unique_ptr<faiss::Index> idx(faiss::index_factory(dim, kind.c_str(), faiss::METRIC_INNER_PRODUCT));
-        if (auto *h = dynamic_cast<faiss::IndexHNSW *>(idx.get())) h->hnsw.efConstruction = DONTO_ANN_HNSW_EF_CONSTRUCTION;
-        if (auto *ivf = faiss::ivflib::try_extract_index_ivf(idx.get())) {
-            // k-means on a sample of 64 points per list, 10 rounds: the
-            // lists only have to be good enough for nprobe to cover a
-            // query's neighbours; FAISS's defaults (256, 25) cost 10x more
-            // build time for no measurable recall here (docs/recall.md).
-            ivf->cp.max_points_per_centroid = 64;
-            ivf->cp.niter = 10;
-        }
+        if (kind == "auto") kind = choose(n, dim, o, nullptr);
+        std::unique_ptr<faiss::Index> idx = make_index(dim, kind);
         with_threads(o ? o->threads : 0, [&] {
             if (!idx->is_trained) {
                 if (n == 0) throw std::runtime_error(kind + " needs training data and none was given");
@@ -217,13 +378,103 @@ int donto_ann_build(int dim, const float *x, size_t n, const donto_ann_opts *o, 
             }
             if (n) idx->add(static_cast<faiss::Index::idx_t>(n), x);
         });
-        apply_search(idx.get(), o);
-        donto_ann *a = new donto_ann;
-        a->idx = std::move(idx);
+        *out = wrap(std::move(idx), o);
+        return 0;
+    } catch (...) {
+        return fail(err, "build");
+    }
+}
+
+int donto_ann_build_file(donto_vecfile *v, const donto_ann_opts *o, donto_ann **out, donto_err *err) {
+    *out = nullptr;
+    int dim = donto_vecfile_dim(v);
+    size_t n = donto_vecfile_n(v), d = static_cast<size_t>(dim);
+    try {
+        std::string kind = o && o->kind ? o->kind : DONTO_ANN_DEFAULT_KIND;
+        if (kind == "auto") kind = choose(n, dim, o, nullptr);
+        std::unique_ptr<faiss::Index> idx = make_index(dim, kind);
+        const float *rows = donto_vecfile_rows(v);
+        with_threads(o ? o->threads : 0, [&] {
+            if (!idx->is_trained) {
+                if (n == 0) throw std::runtime_error(kind + " needs training data and none was given");
+                // An evenly spaced sample: 64 per list (what k-means uses
+                // anyway), at least 65,536 for a PQ's own k-means.
+                auto *ivf = faiss::ivflib::try_extract_index_ivf(idx.get());
+                size_t want = ivf ? std::max<size_t>(ivf->nlist * 64, 65536) : n;
+                if (want > n) want = n;
+                std::vector<float> sample(want * d);
+                size_t dropped = 0;  // drop the pages read as we go: a strided
+                                     // sample touches nearly every page
+                for (size_t i = 0; i < want; i++) {
+                    size_t r = static_cast<size_t>(static_cast<double>(i) * static_cast<double>(n) / static_cast<double>(want));
+                    std::memcpy(sample.data() + i * d, rows + r * d, d * sizeof(float));
+                    if (r >= dropped + 65536) {
+                        donto_vecfile_drop(v, dropped, r - dropped);
+                        dropped = r;
+                    }
+                }
+                donto_vecfile_drop(v, 0, n);
+                idx->train(static_cast<faiss::Index::idx_t>(want), sample.data());
+            }
+            const size_t chunk = 65536;
+            for (size_t at = 0; at < n; at += chunk) {
+                size_t m = std::min(chunk, n - at);
+                idx->add(static_cast<faiss::Index::idx_t>(m), rows + at * d);
+                donto_vecfile_drop(v, at, m);
+            }
+        });
+        donto_ann *a = wrap(std::move(idx), o);
+        if (lossy(a->idx.get())) a->rows = v;
         *out = a;
         return 0;
     } catch (...) {
         return fail(err, "build");
+    }
+}
+
+int donto_ann_attach(donto_ann *a, const donto_vecfile *v, donto_err *err) {
+    if (v && (donto_vecfile_dim(v) != a->idx->d || donto_vecfile_n(v) < static_cast<size_t>(a->idx->ntotal)))
+        return donto_seterr(err, "ann: the vector file holds %zu %d-d rows; the index %lld %d-d", donto_vecfile_n(v),
+                            donto_vecfile_dim(v), static_cast<long long>(a->idx->ntotal), static_cast<int>(a->idx->d));
+    a->rows = v;
+    return 0;
+}
+
+int donto_ann_lossy(const donto_ann *a) {
+    try {
+        return a && lossy(a->idx.get());
+    } catch (...) {
+        return 0;
+    }
+}
+
+int donto_ann_stale(const donto_ann *a, size_t n, const donto_ann_opts *o) {
+    try {
+        std::string k = o && o->kind ? o->kind : DONTO_ANN_DEFAULT_KIND;
+        size_t bound = o && o->memory_gb > 0 ? static_cast<size_t>(o->memory_gb * 1e9) : 0;
+        if (k != "auto") return 0;
+        size_t nl, want_nl;
+        std::string have = codec_of(a->idx.get(), &nl);
+        std::string want = choose(n, static_cast<int>(a->idx->d), o, nullptr);
+        std::string want_codec = want == "Flat" ? "Flat" : want.substr(want.find(',') + 1);
+        want_nl = auto_nlist(n);
+        if (bound && estimate(n, static_cast<int>(a->idx->d), nl, have) > bound) return 1;
+        if (want_codec != have) return 1;
+        return want_nl >= 2 * std::max<size_t>(nl, 1) ? 1 : 0;
+    } catch (...) {
+        return 1;  // nothing fits any more: rebuilding reports why
+    }
+}
+
+size_t donto_ann_memory(const donto_ann *a) {
+    try {
+        size_t nl;
+        std::string c = codec_of(a->idx.get(), &nl);
+        size_t n = static_cast<size_t>(a->idx->ntotal);
+        if (c == "HNSW") return n * (4 * static_cast<size_t>(a->idx->d) + 2 * 32 * 4 + 16);
+        return estimate(n, static_cast<int>(a->idx->d), nl, c);
+    } catch (...) {
+        return 0;
     }
 }
 
@@ -246,8 +497,21 @@ int donto_ann_search(const donto_ann *a, const float *q, size_t nq, size_t k, fl
         // query, the usual recall call, uses every core (p50 2.66 -> 1.80 ms,
         // IVF2048 at 300k vectors on 2 cores); FAISS's default splits only
         // the queries, and one query ran on one thread.
+        if (a->rows && a->rerank > k) {
+            size_t kc = a->rerank;
+            std::vector<float> cs(nq * kc);
+            std::vector<faiss::Index::idx_t> cl(nq * kc);
+            a->idx->search(static_cast<faiss::Index::idx_t>(nq), q, static_cast<faiss::Index::idx_t>(kc), cs.data(),
+                           cl.data());
+            rerank(a, q, nq, kc, reinterpret_cast<const int64_t *>(cl.data()), k, scores, labels);
+            return 0;
+        }
         a->idx->search(static_cast<faiss::Index::idx_t>(nq), q, static_cast<faiss::Index::idx_t>(k), scores,
                        reinterpret_cast<faiss::Index::idx_t *>(labels));
+        if (a->rows) {  // lossy, rerank <= k: still give exact scores
+            std::vector<int64_t> c(labels, labels + nq * k);
+            rerank(a, q, nq, k, c.data(), k, scores, labels);
+        }
         // FAISS marks empty slots with label -1 and an arbitrary score.
         for (size_t i = 0; i < nq * k; i++)
             if (labels[i] < 0) scores[i] = -INFINITY;
@@ -259,7 +523,7 @@ int donto_ann_search(const donto_ann *a, const float *q, size_t nq, size_t k, fl
 
 int donto_ann_set_search(donto_ann *a, const char *params, donto_err *err) {
     try {
-        donto_ann_opts o = {nullptr, params, 0};
+        donto_ann_opts o = {nullptr, params, 0, 0, 0};
         apply_search(a->idx.get(), &o);
         return 0;
     } catch (...) {
@@ -350,10 +614,7 @@ int donto_ann_load(const char *path, int dim, const donto_ann_opts *o, donto_ann
                         static_cast<uint64_t>(idx->ntotal) != ntotal || idx->metric_type != faiss::METRIC_INNER_PRODUCT) {
                         donto_seterr(err, "ann: %s: index contents disagree with its header", path);
                     } else {
-                        apply_search(idx.get(), o);
-                        donto_ann *a = new donto_ann;
-                        a->idx = std::move(idx);
-                        *out = a;
+                        *out = wrap(std::move(idx), o);
                         rc = 0;
                     }
                 }
@@ -371,10 +632,17 @@ int donto_ann_load(const char *path, int dim, const donto_ann_opts *o, donto_ann
 void donto_ann_describe(const donto_ann *a, char *buf, size_t cap) {
     if (!cap) return;
     std::string d = "Flat";
-    if (auto *h = dynamic_cast<const faiss::IndexHNSW *>(a->idx.get()))
-        d = "HNSW" + std::to_string(h->hnsw.nb_neighbors(1)) + ",Flat efSearch=" + std::to_string(h->hnsw.efSearch);
-    else if (auto *ivf = faiss::ivflib::try_extract_index_ivf(a->idx.get()))
-        d = "IVF" + std::to_string(ivf->nlist) + ",Flat nprobe=" + std::to_string(ivf->nprobe);
+    try {
+        size_t nl;
+        std::string codec = codec_of(a->idx.get(), &nl);
+        if (auto *h = dynamic_cast<const faiss::IndexHNSW *>(a->idx.get()))
+            d = "HNSW" + std::to_string(h->hnsw.nb_neighbors(1)) + ",Flat efSearch=" + std::to_string(h->hnsw.efSearch);
+        else if (auto *ivf = faiss::ivflib::try_extract_index_ivf(a->idx.get()))
+            d = "IVF" + std::to_string(ivf->nlist) + "," + codec + " nprobe=" + std::to_string(ivf->nprobe);
+        if (lossy(a->idx.get()))
+            d += a->rows ? " rerank=" + std::to_string(a->rerank) : std::string(" (no re-rank rows)");
+    } catch (...) {
+    }
     std::snprintf(buf, cap, "%s", d.c_str());
 }
 

@@ -1,5 +1,11 @@
 /* Recall over the store: exact or ANN, index kept in step with the stored
- * vectors by a high-water mark. See include/donto/recall.h. */
+ * vectors by a high-water mark. See include/donto/recall.h.
+ *
+ * Locks: r->rw guards every coll (queries read-lock it for the search; a
+ * swap or an add write-locks it briefly); r->build[t] serialises the work
+ * of bringing target t in step (reading the store, building), which runs
+ * outside r->rw on a private coll that is swapped in when done; the
+ * fleet's advisory lock (RECALL_LOCK_KEY) is taken inside r->build[t]. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <jansson.h>
@@ -12,6 +18,7 @@
 #include "donto/models.h"
 #include "donto/recall.h"
 #include "donto/substrate.h"
+#include "donto/vecfile.h"
 
 /* One target's collection as this process last saw it. */
 typedef struct coll {
@@ -21,8 +28,9 @@ typedef struct coll {
     int dims;
     char **ids; /* [n], row order of vecs / labels of ann */
     size_t n, cap;
-    float *vecs;    /* [n * dims] while exact; NULL once ann is built */
-    donto_ann *ann; /* NULL while exact */
+    float *vecs;       /* [n * dims] while exact; NULL once ann is built */
+    donto_ann *ann;    /* NULL while exact */
+    donto_vecfile *vf; /* ANN: the float32 rows (re-rank source) */
 } coll;
 
 struct donto_recall {
@@ -32,15 +40,28 @@ struct donto_recall {
     size_t ann_min;
     int exact;
     donto_ann_opts ann;
-    pthread_mutex_t mu;
+    pthread_rwlock_t rw;
+    pthread_mutex_t build[DONTO_TARGET_N];
     coll c[DONTO_TARGET_N];
+    /* The last refusal by the memory bound: the mark it was for, and why
+     * (a query at the same mark gets the message without re-reading). */
+    int64_t refused_count[DONTO_TARGET_N], refused_max[DONTO_TARGET_N];
+    char refused_msg[DONTO_TARGET_N][640];
+    void (*hook)(void *);
+    void *hook_arg;
 };
+
+void donto_recall_set_rebuild_hook(donto_recall *r, void (*hook)(void *arg), void *arg) {
+    r->hook = hook;
+    r->hook_arg = arg;
+}
 
 static void coll_reset(coll *c) {
     for (size_t i = 0; i < c->n; i++) free(c->ids[i]);
     free(c->ids);
     free(c->vecs);
     donto_ann_free(c->ann);
+    donto_vecfile_free(c->vf);
     memset(c, 0, sizeof *c);
 }
 
@@ -63,9 +84,14 @@ int donto_recall_open(donto_encoder *enc, const donto_recall_opts *o, donto_reca
         r->ann = *o->ann;
     else
         donto_ann_default_opts(&r->ann);
-    if (pthread_mutex_init(&r->mu, NULL)) {
+    if (o->index_memory_gb > 0) r->ann.memory_gb = o->index_memory_gb;
+    if (pthread_rwlock_init(&r->rw, NULL)) {
         free(r->model), free(r->prefix), free(r);
         return donto_seterr(err, "recall: cannot create a lock");
+    }
+    for (int t = 0; t < DONTO_TARGET_N; t++) {
+        pthread_mutex_init(&r->build[t], NULL);
+        r->refused_count[t] = -1;
     }
     *out = r;
     return 0;
@@ -73,8 +99,11 @@ int donto_recall_open(donto_encoder *enc, const donto_recall_opts *o, donto_reca
 
 void donto_recall_close(donto_recall *r) {
     if (!r) return;
-    for (int t = 0; t < DONTO_TARGET_N; t++) coll_reset(&r->c[t]);
-    pthread_mutex_destroy(&r->mu);
+    for (int t = 0; t < DONTO_TARGET_N; t++) {
+        coll_reset(&r->c[t]);
+        pthread_mutex_destroy(&r->build[t]);
+    }
+    pthread_rwlock_destroy(&r->rw);
     free(r->model);
     free(r->prefix);
     free(r);
@@ -222,12 +251,12 @@ out:
 
 /* ---- keeping a collection in step with the store -------------------------- */
 
-/* Read every vector of (t, model) after the cursor into c (appending ids,
- * and vectors: to c->vecs when keep_vecs, to *fresh otherwise, for the
- * caller to add to the ANN index). Advances c's mark by what was read. */
-static int read_after(donto_recall *r, donto_store *s, donto_target t, coll *c, int64_t after, float **fresh,
-                      size_t *nfresh, donto_err *err) {
-    size_t fcap = 0;
+/* Read every vector of (t, model) after the cursor into c, a coll no
+ * query sees (a rebuild's new one, or the rows to add): ids appended, and
+ * vectors appended to c->vf when it has one (a rebuild of an ANN-sized
+ * collection: streamed to disk, never all in memory), else to c->vecs.
+ * Advances c's mark by what was read. */
+static int read_after(donto_recall *r, donto_store *s, donto_target t, coll *c, int64_t after, donto_err *err) {
     const char *after_id = NULL;
     char *last_id = NULL;
     int64_t cur = after;
@@ -249,15 +278,15 @@ static int read_after(donto_recall *r, donto_store *s, donto_target t, coll *c, 
         if (c->n + p.n > c->cap) {
             while (c->cap < c->n + p.n) c->cap = c->cap ? 2 * c->cap : 1024;
             c->ids = donto_xrealloc(c->ids, c->cap * sizeof *c->ids);
-            if (!c->ann) c->vecs = donto_xrealloc(c->vecs, c->cap * d * sizeof *c->vecs);
+            if (!c->vf) c->vecs = donto_xrealloc(c->vecs, c->cap * d * sizeof *c->vecs);
         }
-        if (c->ann) {
-            if (*nfresh + p.n > fcap) {
-                while (fcap < *nfresh + p.n) fcap = fcap ? 2 * fcap : 4096;
-                *fresh = donto_xrealloc(*fresh, fcap * d * sizeof **fresh);
+        if (c->vf) {
+            if (donto_vecfile_append(c->vf, p.vecs, p.n, err)) {
+                donto_vec_page_free(&p);
+                free(last_id);
+                return -1;
             }
-            memcpy(*fresh + *nfresh * d, p.vecs, p.n * d * sizeof *p.vecs);
-            *nfresh += p.n;
+            donto_vecfile_drop(c->vf, c->n, p.n);
         } else if (p.n) {
             memcpy(c->vecs + c->n * d, p.vecs, p.n * d * sizeof *p.vecs);
         }
@@ -274,7 +303,6 @@ static int read_after(donto_recall *r, donto_store *s, donto_target t, coll *c, 
             last_id = donto_xstrdup(c->ids[c->n - 1]);
             after_id = last_id;
         }
-        for (size_t i = 0; i < p.n; i++) free(p.item_ids[i]);
         p.n = 0;
         donto_vec_page_free(&p);
         if (last) break;
@@ -283,95 +311,221 @@ static int read_after(donto_recall *r, donto_store *s, donto_target t, coll *c, 
     return 0;
 }
 
+/* Save c's index files (under r->build[t]): the vector file is renamed into
+ * place first, then the index, then the ids: a crash in between leaves
+ * files whose counts disagree, which the next load rejects (and rebuilds). */
 static void save_index(donto_recall *r, donto_target t, coll *c) {
     if (!r->prefix || !c->ann) return;
-    char *fa = path_of(r, t, "faiss"), *fi = path_of(r, t, "ids");
+    char *fa = path_of(r, t, "faiss"), *fi = path_of(r, t, "ids"), *fv = path_of(r, t, "vec");
     donto_err e = {0};
-    /* Index first, ids second: a crash in between leaves a pair whose sizes
-     * disagree, which the next load rejects (and rebuilds). */
-    if (donto_ann_save(c->ann, fa, &e) || ids_save(r, c, fi, &e))
+    if ((c->vf && donto_vecfile_rename(c->vf, fv, &e)) || donto_ann_save(c->ann, fa, &e) || ids_save(r, c, fi, &e))
         DLOG_WARN("recall: index not saved (%s); it stays in memory", e.msg);
-    free(fa), free(fi);
+    free(fa), free(fi), free(fv);
 }
 
-/* Build the ANN index over c->vecs when the collection is big enough. */
-static int maybe_build(donto_recall *r, donto_target t, coll *c, donto_err *err) {
-    if (r->exact || c->ann || c->n < r->ann_min) return 0;
-    double t0 = donto_now();
-    if (donto_ann_build(c->dims, c->vecs, c->n, &r->ann, &c->ann, err)) return -1;
-    DLOG_INFO("recall: built the %s index over %zu vectors in %.1f s", donto_target_name(t), c->n, donto_now() - t0);
-    free(c->vecs);
-    c->vecs = NULL;
-    save_index(r, t, c);
-    return 0;
-}
-
-/* Try the saved index; on any problem say why (debug) and report none. */
-static void try_load(donto_recall *r, donto_target t, coll *c) {
+/* Try the saved index into nc (a private coll); on any problem say why
+ * and leave nc empty. */
+static void try_load(donto_recall *r, donto_target t, coll *nc) {
     if (!r->prefix || r->exact) return;
-    char *fa = path_of(r, t, "faiss"), *fi = path_of(r, t, "ids");
+    char *fa = path_of(r, t, "faiss"), *fi = path_of(r, t, "ids"), *fv = path_of(r, t, "vec");
     donto_err e = {0};
     FILE *probe = fopen(fi, "rb");
     if (!probe) goto out;
     fclose(probe);
-    if (ids_load(r, c, fi, &e) == 0) {
-        if (donto_ann_load(fa, c->dims, &r->ann, &c->ann, &e) == 0 && donto_ann_ntotal(c->ann) == c->n &&
-            (int64_t)c->n == c->count) {
-            c->loaded = 1;
-        } else {
-            if (c->ann) snprintf(e.msg, sizeof e.msg, "%s holds %zu vectors, %s %zu ids", fa, donto_ann_ntotal(c->ann), fi, c->n);
-            coll_reset(c);
+    if (ids_load(r, nc, fi, &e) == 0) {
+        int ok = donto_ann_load(fa, nc->dims, &r->ann, &nc->ann, &e) == 0 && donto_ann_ntotal(nc->ann) == nc->n &&
+                 (int64_t)nc->n == nc->count;
+        if (!ok && nc->ann)
+            snprintf(e.msg, sizeof e.msg, "%s holds %zu vectors, %s %zu ids", fa, donto_ann_ntotal(nc->ann), fi, nc->n);
+        /* The float32 rows: required to re-rank a compressed index; an
+         * IVF-Flat index saved before they existed is used without. */
+        if (ok) {
+            FILE *pv = fopen(fv, "rb");
+            if (pv || donto_ann_lossy(nc->ann)) {
+                if (pv) fclose(pv);
+                ok = donto_vecfile_open(fv, nc->dims, &nc->vf, &e) == 0;
+                if (ok && donto_vecfile_n(nc->vf) != nc->n) {
+                    snprintf(e.msg, sizeof e.msg, "%s holds %zu vectors, %s %zu ids", fv, donto_vecfile_n(nc->vf), fi,
+                             nc->n);
+                    ok = 0;
+                }
+                if (ok && donto_ann_lossy(nc->ann)) ok = donto_ann_attach(nc->ann, nc->vf, &e) == 0;
+            }
         }
+        if (ok)
+            nc->loaded = 1;
+        else
+            coll_reset(nc);
     }
-    if (!c->loaded) DLOG_WARN("recall: saved %s index not used (%s); rebuilding", donto_target_name(t), e.msg);
+    if (!nc->loaded) DLOG_WARN("recall: saved %s index not used (%s); rebuilding", donto_target_name(t), e.msg);
 out:
-    free(fa), free(fi);
+    free(fa), free(fi), free(fv);
 }
 
-/* Bring c in step with the store's mark cnt, maxc (under r->mu and the
- * fleet's lock, see refresh). */
+/* Swap nc into r->c[t] under the write lock; nc gets the old one, to free
+ * outside the lock (no query can be using it once the lock was held). */
+static void swap_in(donto_recall *r, donto_target t, coll *nc) {
+    pthread_rwlock_wrlock(&r->rw);
+    coll old = r->c[t];
+    r->c[t] = *nc;
+    *nc = old;
+    pthread_rwlock_unlock(&r->rw);
+}
+
+/* Rebuild target t from every stored row, outside r->rw: stream the rows
+ * (to a vector file when the collection is ANN-sized), build, swap in. The
+ * old index keeps answering meanwhile. cnt is the store's count. */
+static int rebuild(donto_recall *r, donto_store *s, donto_target t, int64_t cnt, int64_t maxc,
+                   donto_recall_info *info, donto_err *err) {
+    coll nc = {0};
+    nc.max_created = INT64_MIN;
+    int ann = !r->exact && cnt >= (int64_t)r->ann_min;
+    int dims = r->c[t].dims; /* read under r->build[t]: only its holder writes c */
+    if (ann && dims) {
+        /* Refuse before reading gigabytes when the bound cannot hold it. */
+        char kind[128];
+        if (donto_ann_choose((size_t)cnt, dims, &r->ann, kind, sizeof kind, NULL, err)) goto refused;
+    }
+    if (ann) {
+        /* The file's dimension is that of the first row: peek at it. */
+        if (!dims) {
+            donto_vec_page p;
+            if (donto_store_vectors_page(s, t, r->model, INT64_MIN, NULL, 1, &p, err)) return -1;
+            dims = p.n ? p.dims : 0;
+            donto_vec_page_free(&p);
+            if (dims) {
+                char kind[128];
+                if (donto_ann_choose((size_t)cnt, dims, &r->ann, kind, sizeof kind, NULL, err)) goto refused;
+            }
+        }
+        if (dims) {
+            char *tmp = NULL;
+            if (r->prefix) {
+                char *fv = path_of(r, t, "vec");
+                size_t l = strlen(fv) + 5;
+                tmp = donto_xmalloc(l);
+                snprintf(tmp, l, "%s.tmp", fv);
+                free(fv);
+            }
+            int rc = donto_vecfile_create(tmp, dims, &nc.vf, err);
+            free(tmp);
+            if (rc) return -1;
+        }
+    }
+    if (read_after(r, s, t, &nc, INT64_MIN, err)) goto fail;
+    nc.loaded = 1;
+    info->rebuilt = 1;
+    info->added = nc.n;
+    if (r->hook) r->hook(r->hook_arg);
+    if (nc.vf && nc.n) {
+        double t0 = donto_now();
+        if (donto_ann_build_file(nc.vf, &r->ann, &nc.ann, err)) {
+            if (strstr(err->msg, "refused")) goto refused;
+            goto fail;
+        }
+        char desc[160];
+        donto_ann_describe(nc.ann, desc, sizeof desc);
+        DLOG_INFO("recall: built the %s index (%s, %.2f GB) over %zu vectors in %.1f s", donto_target_name(t), desc,
+                  (double)donto_ann_memory(nc.ann) / 1e9, nc.n, donto_now() - t0);
+    } else if (nc.vf) {
+        donto_vecfile_free(nc.vf);
+        nc.vf = NULL;
+    }
+    swap_in(r, t, &nc);
+    coll_reset(&nc); /* the old one */
+    r->refused_count[t] = -1;
+    save_index(r, t, &r->c[t]);
+    return 0;
+refused:
+    /* The bound cannot hold this collection: drop the old index too, so
+     * its memory goes and every query says why. */
+    snprintf(r->refused_msg[t], sizeof r->refused_msg[t], "recall: the %s collection: %s", donto_target_name(t),
+             err->msg);
+    r->refused_count[t] = cnt, r->refused_max[t] = maxc;
+    DLOG_WARN("%s", r->refused_msg[t]);
+    coll_reset(&nc);
+    swap_in(r, t, &nc);
+    coll_reset(&nc);
+    return donto_seterr(err, "%s", r->refused_msg[t]);
+fail:
+    coll_reset(&nc);
+    return -1;
+}
+
+/* Bring r->c[t] in step with the store's mark cnt, maxc (under r->build[t]
+ * and the fleet's lock, see refresh). */
 static int refresh_locked(donto_recall *r, donto_store *s, donto_target t, int64_t cnt, int64_t maxc,
                           donto_recall_info *info, donto_err *err) {
-    coll *c = &r->c[t];
+    coll *c = &r->c[t]; /* only r->build[t]'s holder changes it: read freely */
+    if (r->refused_count[t] == cnt && r->refused_max[t] == maxc)
+        return donto_seterr(err, "%s", r->refused_msg[t]);
     if (!c->loaded) {
-        try_load(r, t, c);
-        if (c->loaded) info->loaded = 1;
+        coll nc = {0};
+        try_load(r, t, &nc);
+        if (nc.loaded) {
+            info->loaded = 1;
+            swap_in(r, t, &nc);
+        }
+        coll_reset(&nc);
     }
-    if (c->loaded && cnt == c->count && maxc == c->max_created) return 0;
-    float *fresh = NULL;
-    size_t nfresh = 0;
-    if (c->loaded && cnt > c->count) {
-        /* Only new rows since the mark? Then read just those. */
+    if (c->loaded && cnt == c->count && maxc == c->max_created &&
+        !(c->ann && donto_ann_stale(c->ann, c->n, &r->ann)))
+        return 0;
+    /* Only new rows since the mark, and no reason to rebuild? Add them. */
+    int add = c->loaded && cnt > c->count;
+    if (add && c->ann && donto_ann_stale(c->ann, (size_t)cnt, &r->ann)) add = 0; /* grown ~4-fold: retrain */
+    if (add && !c->ann && !r->exact && cnt >= (int64_t)r->ann_min) add = 0;    /* exact -> ANN */
+    if (add) {
         int64_t newer, newmax;
         if (donto_store_vectors_mark(s, t, r->model, c->max_created, &newer, &newmax, err)) return -1;
         if (newer == cnt - c->count) {
-            size_t before = c->n;
-            if (read_after(r, s, t, c, c->max_created, &fresh, &nfresh, err)) goto rebuild_err;
-            info->added = c->n - before;
-            if (c->ann) {
-                if (donto_ann_add(c->ann, fresh, nfresh, err)) goto rebuild_err;
-                save_index(r, t, c);
-            } else if (maybe_build(r, t, c, err)) {
-                goto rebuild_err;
+            coll d = {0}; /* the new rows, in memory (few, or we would rebuild) */
+            d.dims = c->dims;
+            d.max_created = c->max_created;
+            if (read_after(r, s, t, &d, c->max_created, err)) {
+                coll_reset(&d);
+                return -1;
             }
-            free(fresh);
+            info->added = d.n;
+            int rc = 0;
+            pthread_rwlock_wrlock(&r->rw);
+            if (d.n) {
+                size_t dd = (size_t)c->dims ? (size_t)c->dims : (size_t)d.dims;
+                if (c->ann) {
+                    if ((c->vf && donto_vecfile_append(c->vf, d.vecs, d.n, err)) ||
+                        donto_ann_add(c->ann, d.vecs, d.n, err))
+                        rc = -1;
+                } else {
+                    c->vecs = donto_xrealloc(c->vecs, (c->n + d.n) * dd * sizeof *c->vecs);
+                    memcpy(c->vecs + c->n * dd, d.vecs, d.n * dd * sizeof *d.vecs);
+                }
+                if (!rc) {
+                    c->dims = (int)dd;
+                    if (c->n + d.n > c->cap) {
+                        c->cap = c->n + d.n;
+                        c->ids = donto_xrealloc(c->ids, c->cap * sizeof *c->ids);
+                    }
+                    for (size_t i = 0; i < d.n; i++) c->ids[c->n++] = d.ids[i], d.ids[i] = NULL;
+                    d.n = 0;
+                }
+            }
+            if (!rc) {
+                c->count += d.count;
+                if (d.max_created > c->max_created) c->max_created = d.max_created;
+            }
+            pthread_rwlock_unlock(&r->rw);
+            coll_reset(&d);
+            if (rc) { /* half-added: start clean next time */
+                coll nc = {0};
+                swap_in(r, t, &nc);
+                coll_reset(&nc);
+                return -1;
+            }
+            save_index(r, t, c);
             return 0;
         }
     }
-    /* Rebuild from scratch. */
-    coll_reset(c);
-    c->max_created = INT64_MIN;
-    if (read_after(r, s, t, c, INT64_MIN, &fresh, &nfresh, err)) goto rebuild_err;
-    c->loaded = 1;
-    info->rebuilt = 1;
-    info->added = c->n;
-    if (maybe_build(r, t, c, err)) goto rebuild_err;
-    return 0;
-rebuild_err:
-    /* Whatever was half-read is dropped: the next query starts clean. */
-    free(fresh);
-    coll_reset(c);
-    return -1;
+    return rebuild(r, s, t, cnt, maxc, info, err);
 }
 
 /* The fleet's lock around loading, adding to and building a target's index
@@ -380,13 +534,9 @@ rebuild_err:
  * the files at once. Distinct from the migration lock (7316001). */
 #define RECALL_LOCK_KEY 7316100
 
-/* Bring c in step with the store (under r->mu). The common case, nothing
- * new, takes no lock. */
-static int refresh(donto_recall *r, donto_store *s, donto_target t, donto_recall_info *info, donto_err *err) {
-    coll *c = &r->c[t];
-    int64_t cnt, maxc;
-    if (donto_store_vectors_mark(s, t, r->model, INT64_MIN, &cnt, &maxc, err)) return -1;
-    if (c->loaded && cnt == c->count && maxc == c->max_created) return 0;
+/* Bring r->c[t] in step with the store's mark (under r->build[t]). */
+static int refresh(donto_recall *r, donto_store *s, donto_target t, int64_t cnt, int64_t maxc,
+                   donto_recall_info *info, donto_err *err) {
     if (donto_store_lock(s, RECALL_LOCK_KEY + (int64_t)t, err)) return -1;
     int rc = refresh_locked(r, s, t, cnt, maxc, info, err);
     donto_err e = {0};
@@ -404,13 +554,33 @@ int donto_recall_search_vec(donto_recall *r, donto_store *s, donto_target t, con
     memset(info, 0, sizeof *info);
     if ((int)t < 0 || t >= DONTO_TARGET_N) return donto_seterr(err, "recall: bad target %d", (int)t);
     if (k == 0) return 0;
-    pthread_mutex_lock(&r->mu);
     coll *c = &r->c[t];
+    /* The common case, nothing new, takes no lock but the read lock. */
+    int64_t cnt, maxc;
+    if (donto_store_vectors_mark(s, t, r->model, INT64_MIN, &cnt, &maxc, err)) return -1;
+    pthread_rwlock_rdlock(&r->rw);
+    int current = c->loaded && cnt == c->count && maxc == c->max_created, have = c->loaded;
+    pthread_rwlock_unlock(&r->rw);
+    if (!current) {
+        if (!have) {
+            /* Nothing to answer from yet: wait for whoever builds it. */
+            pthread_mutex_lock(&r->build[t]);
+            int rc = refresh(r, s, t, cnt, maxc, info, err);
+            pthread_mutex_unlock(&r->build[t]);
+            if (rc) return -1;
+        } else if (pthread_mutex_trylock(&r->build[t]) == 0) {
+            int rc = refresh(r, s, t, cnt, maxc, info, err);
+            pthread_mutex_unlock(&r->build[t]);
+            if (rc) return -1;
+        } else {
+            info->stale = 1; /* another request is at it: answer from what is there */
+        }
+    }
+    pthread_rwlock_rdlock(&r->rw);
     int rc = -1;
     char **ids = NULL;
     float *scores = NULL;
     size_t got = 0;
-    if (refresh(r, s, t, info, err)) goto out;
     info->collection = c->n;
     if (c->n == 0) {
         rc = 0;
@@ -449,7 +619,7 @@ int donto_recall_search_vec(donto_recall *r, donto_store *s, donto_target t, con
     }
     rc = 0;
 out:
-    pthread_mutex_unlock(&r->mu);
+    pthread_rwlock_unlock(&r->rw);
     if (rc == 0 && got) {
         /* Texts outside the lock: the substrate is another module's table. */
         char **texts = donto_xcalloc(got, sizeof *texts);
