@@ -41,10 +41,8 @@ static int pg_exec(PGconn *c, const char *sql, int n, const char *const *vals, P
     PGresult *r = PQexecParams(c, sql, n, NULL, vals, NULL, NULL, 0);
     ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-        donto_code code = PQstatus(c) != CONNECTION_OK ? DONTO_E_UNAVAILABLE
-                          : state && !strcmp(state, "42P01") ? DONTO_E_SCHEMA /* no such table: not migrated */
-                                                             : DONTO_E_INTERNAL;
+        /* The backend's own classifier (42P01, no such table: not migrated). */
+        donto_code code = donto_store_pg_code(c, r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL);
         donto_seterrc(err, code, "postgres: %s: %s", what, PQerrorMessage(c));
         PQclear(r);
         return -1;
@@ -55,11 +53,7 @@ static int pg_exec(PGconn *c, const char *sql, int n, const char *const *vals, P
 }
 
 static int sq_fail(sqlite3 *db, const char *what, donto_err *err) {
-    int rc = sqlite3_errcode(db);
-    donto_code code = (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) ? DONTO_E_UNAVAILABLE
-                      : strstr(sqlite3_errmsg(db), "no such table")  ? DONTO_E_SCHEMA
-                                                                     : DONTO_E_INTERNAL;
-    return donto_seterrc(err, code, "sqlite: %s: %s", what, sqlite3_errmsg(db));
+    return donto_seterrc(err, donto_store_sq_code(db), "sqlite: %s: %s", what, sqlite3_errmsg(db));
 }
 
 #define COUNTER_ADD_SQL                                                                                \

@@ -289,9 +289,9 @@ static void p_bin(pgp *p, const void *b, size_t len) {
  * state and the SQLSTATE class: 08 connection, 53 resources, 57 operator
  * intervention (shutdown), 40 rollback (deadlock, serialization) are worth
  * a retry later; 23 is a constraint; 22 bad data. */
-static donto_code pg_code(const pg_store *s) {
-    if (PQstatus(s->conn) != CONNECTION_OK) return DONTO_E_UNAVAILABLE;
-    const char *c = s->sqlstate;
+donto_code donto_store_pg_code(const struct pg_conn *conn, const char *sqlstate) {
+    if (PQstatus(conn) != CONNECTION_OK) return DONTO_E_UNAVAILABLE;
+    const char *c = sqlstate ? sqlstate : "";
     if (!strncmp(c, "08", 2) || !strncmp(c, "53", 2) || !strncmp(c, "57", 2) || !strncmp(c, "40", 2))
         return DONTO_E_UNAVAILABLE;
     if (!strncmp(c, "23", 2)) return DONTO_E_CONFLICT;
@@ -307,7 +307,7 @@ static int pg_fail(pg_store *s, donto_err *err, const char *step, PGresult *res)
     snprintf(s->sqlstate, sizeof s->sqlstate, "%s", st ? st : "");
     size_t len = strlen(msg);
     while (len && (msg[len - 1] == '\n' || msg[len - 1] == ' ')) len--;
-    donto_seterrc(err, pg_code(s), "postgres: %s: %.*s", step, (int)len, msg);
+    donto_seterrc(err, donto_store_pg_code(s->conn, s->sqlstate), "postgres: %s: %.*s", step, (int)len, msg);
     PQclear(res);
     return -1;
 }

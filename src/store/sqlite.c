@@ -139,7 +139,7 @@ typedef struct sq_store {
 } sq_store;
 
 /* What kind of failure SQLite's last result code is (util.h). */
-static donto_code sq_code(sqlite3 *db) {
+donto_code donto_store_sq_code(sqlite3 *db) {
     switch (sqlite3_errcode(db)) {
     case SQLITE_BUSY: case SQLITE_LOCKED: case SQLITE_CANTOPEN: case SQLITE_IOERR:
     case SQLITE_FULL: case SQLITE_READONLY: case SQLITE_PROTOCOL:
@@ -154,7 +154,7 @@ static donto_code sq_code(sqlite3 *db) {
 }
 
 static int sq_fail(sq_store *s, donto_err *err, const char *step) {
-    return donto_seterrc(err, sq_code(s->db), "sqlite: %s: %s", step, sqlite3_errmsg(s->db));
+    return donto_seterrc(err, donto_store_sq_code(s->db), "sqlite: %s: %s", step, sqlite3_errmsg(s->db));
 }
 
 /* The prepared statement for q, ready to bind (reset, bindings cleared). */

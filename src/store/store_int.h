@@ -8,6 +8,17 @@
 int donto_store_open_sqlite(const char *path, int create, donto_store **out, donto_err *err);
 int donto_store_open_pg(const char *url, donto_store **out, donto_err *err);
 
+/* What kind of failure a database's last one was (util.h), one classifier
+ * per backend, for everything in the store that talks to a connection:
+ * PostgreSQL from the connection's state and the SQLSTATE (sqlstate: the
+ * failed result's PG_DIAG_SQLSTATE, "" or NULL when none); SQLite from its
+ * last result code and message. Opaque handles, so this header needs
+ * neither library's. */
+struct pg_conn;
+struct sqlite3;
+donto_code donto_store_pg_code(const struct pg_conn *conn, const char *sqlstate);
+donto_code donto_store_sq_code(struct sqlite3 *db);
+
 
 /* Byte length of the longest prefix of s holding at most max_chars UTF-8
  * characters (continuation bytes never split). */
