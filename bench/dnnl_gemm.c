@@ -82,6 +82,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cpu_isa.h"
 #include "donto/util.h"
 #include "qgemm.h"
@@ -98,61 +99,6 @@
 #define AVX2 __attribute__((target("avx2,fma")))
 #define XMAX 127 /* u7 activations */
 #define WMAX 127 /* s8 weights */
-
-static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return ((rs >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-static double nrand(void) { return sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand()); }
-
-static double cpu_now(clockid_t c) {
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static double tnow(void) { return cpu_now(CLOCK_THREAD_CPUTIME_ID); }
-
-/* The data of bench/qgemm8.c: LayerNorm-like rows (k = 384) with 4 outlier
- * channels, or post-GELU rows (k = 1536) with 3 outlier neurons 15x larger. */
-static void gen_x(float *X, int m, int k) {
-    static const int lo[4] = {17, 101, 222, 350}, go[3] = {5, 700, 1400};
-    for (int i = 0; i < m; i++)
-        for (int c = 0; c < k; c++) {
-            if (k == 384) {
-                double g = 1.0, b = 0.0;
-                for (int o = 0; o < 4; o++)
-                    if (c == lo[o])
-                        g = 16.0, b = 1.0;
-                X[(size_t)i * k + c] = (float)(nrand() * g + b);
-            } else {
-                double z = -0.6 + 1.2 * nrand();
-                double g = 0.5 * z * (1.0 + erf(z / sqrt(2.0)));
-                for (int o = 0; o < 3; o++)
-                    if (c == go[o])
-                        g *= 15.0;
-                X[(size_t)i * k + c] = (float)g;
-            }
-        }
-}
-
-static void top_channels(const float *X, int m, int k, int *out, int nout) {
-    float *mx = calloc((size_t)k, sizeof(float));
-    for (int i = 0; i < m; i++)
-        for (int c = 0; c < k; c++)
-            mx[c] = fmaxf(mx[c], fabsf(X[(size_t)i * k + c]));
-    for (int o = 0; o < nout; o++) {
-        int best = 0;
-        for (int c = 1; c < k; c++)
-            if (mx[c] > mx[best])
-                best = c;
-        out[o] = best;
-        mx[best] = -1.0f;
-    }
-    free(mx);
-}
 
 /* Relative Frobenius error of Y against the double reference R. */
 static double rel_err(const float *Y, const double *R, size_t cnt) {
@@ -483,15 +429,15 @@ int main(int argc, char **argv) {
     for (int si = 0; si < 4; si++) {
         const int n = shapes[si][0], k = shapes[si][1];
         for (size_t e = 0; e < (size_t)n * k; e++)
-            W[e] = (float)(0.04 * nrand() * (urand() < 0.001 ? 5 : 1));
+            W[e] = (float)(0.04 * bench_nrand() * (bench_urand() < 0.001 ? 5 : 1));
         for (int j = 0; j < n; j++)
-            bias[j] = (float)(0.02 * nrand());
+            bias[j] = (float)(0.02 * bench_nrand());
         for (int j = 0; j < n; j++)
             for (int c = 0; c < k; c++)
                 WT[(size_t)c * n + j] = W[(size_t)j * k + c];
-        gen_x(X, mmax, k);
+        bench_gen_x(X, mmax, k);
         int out[DONTO_QGEMM8_MAXOUT];
-        top_channels(X, mmax, k, out, nout); /* "calibration" */
+        bench_top_channels(X, mmax, k, out, nout); /* "calibration" */
         donto_qweight q16;
         donto_qweight8 q8, q80;
         if (donto_qweight_init(&q16, W, n, k, NULL) || donto_qweight8_init(&q8, W, n, k, out, nout, NULL) ||
@@ -501,7 +447,7 @@ int main(int argc, char **argv) {
         q8w_init(&qd, W, n, k, out, nout);
         for (int mi = 0; mi < nm; mi++, row++) {
             const int m = ms[mi];
-            gen_x(X, m, k);
+            bench_gen_x(X, m, k);
             for (int i = 0; i < m; i++)
                 for (int j = 0; j < n; j++) {
                     double acc = bias[j];
@@ -547,7 +493,7 @@ int main(int argc, char **argv) {
             const int32_t co0 = 0;
             for (int r = 0; r < reps; r++)
                 for (int p = 0; p < NP; p++) {
-                    double t0 = tnow(), p0 = cpu_now(CLOCK_PROCESS_CPUTIME_ID), tl = 0;
+                    double t0 = bench_cpu_now(CLOCK_THREAD_CPUTIME_ID), p0 = bench_cpu_now(CLOCK_PROCESS_CPUTIME_ID), tl = 0;
                     switch (p) {
                     case P_SGEMM:
                         for (int i = 0; i < m; i++)
@@ -577,9 +523,9 @@ int main(int argc, char **argv) {
                             sx[i] = grid(lo, hi, &inv, &zp[i]);
                             quant_avx2(x, qd.keep, k, inv, zp[i], A8 + (size_t)i * k);
                         }
-                        const double t1 = tnow();
+                        const double t1 = bench_cpu_now(CLOCK_THREAD_CPUTIME_ID);
                         CK(dnnl_gemm_u8s8s32('N', 'T', 'F', m, n, k, 1.0f, A8, k, 0, qd.wq, k, 0, 0.0f, C32, n, &co0));
-                        tl = tnow() - t1;
+                        tl = bench_cpu_now(CLOCK_THREAD_CPUTIME_ID) - t1;
                         epilogue_u8gemm(C32, X, m, &qd, sx, zp, bias, Y[p]);
                         break;
                     }
@@ -592,10 +538,10 @@ int main(int argc, char **argv) {
                             quant_avx2(X + (size_t)i * k, qd.keep, k, inv, zp_common, A8 + (size_t)i * k);
                         for (int j = 0; j < n; j++)
                             oscale[j] = s * qd.sw[j];
-                        const double t1 = tnow();
+                        const double t1 = bench_cpu_now(CLOCK_THREAD_CPUTIME_ID);
                         CK(dnnl_primitive_execute(mm8, strm, 5, a8));
                         CK(dnnl_stream_wait(strm));
-                        tl = tnow() - t1;
+                        tl = bench_cpu_now(CLOCK_THREAD_CPUTIME_ID) - t1;
                         epilogue_add(X, m, &qd, bias, Y[p]);
                         break;
                     }
@@ -609,7 +555,7 @@ int main(int argc, char **argv) {
                         donto_qgemm8_isa(X, m, k, k, &q80, bias, Y[p], n, scratch, 1, DONTO_ISA_AUTO);
                         break;
                     }
-                    const double dt = tnow() - t0, pdt = cpu_now(CLOCK_PROCESS_CPUTIME_ID) - p0;
+                    const double dt = bench_cpu_now(CLOCK_THREAD_CPUTIME_ID) - t0, pdt = bench_cpu_now(CLOCK_PROCESS_CPUTIME_ID) - p0;
                     /* A call whose process CPU exceeds its thread CPU ran
                      * work (or a clock glitch) elsewhere: not a candidate
                      * for the minimum, counted instead. */

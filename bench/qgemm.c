@@ -26,32 +26,24 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "qgemm.h"
 #include "donto/util.h"
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return ((rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-static double nrand(void) { return sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand()); }
 
 static void gen_layernorm_like(float *X, int m, int k) {
     float *gamma = malloc(sizeof(float) * k), *beta = malloc(sizeof(float) * k);
     for (int c = 0; c < k; c++) {
-        gamma[c] = (float)(0.8 + 0.4 * urand());
-        beta[c] = (float)(0.1 * nrand());
+        gamma[c] = (float)(0.8 + 0.4 * bench_urand());
+        beta[c] = (float)(0.1 * bench_nrand());
     }
     const int outl[4] = {17, 101, 222, 350};
     for (int o = 0; o < 4; o++) {
         int c = outl[o] % k;
-        gamma[c] = (float)(12.0 + 8.0 * urand());
-        beta[c] = (float)(2.0 * nrand());
+        gamma[c] = (float)(12.0 + 8.0 * bench_urand());
+        beta[c] = (float)(2.0 * bench_nrand());
     }
     for (int i = 0; i < m; i++)
-        for (int c = 0; c < k; c++) X[(size_t)i * k + c] = (float)(nrand() * gamma[c] + beta[c]);
+        for (int c = 0; c < k; c++) X[(size_t)i * k + c] = (float)(bench_nrand() * gamma[c] + beta[c]);
     free(gamma);
     free(beta);
 }
@@ -60,7 +52,7 @@ static void gen_gelu_like(float *X, int m, int k) {
     const int outl[3] = {5, 700, 1400};
     for (int i = 0; i < m; i++)
         for (int c = 0; c < k; c++) {
-            double z = -0.6 + 1.2 * nrand();
+            double z = -0.6 + 1.2 * bench_nrand();
             double g = 0.5 * z * (1.0 + erf(z / sqrt(2.0)));
             X[(size_t)i * k + c] = (float)g;
         }
@@ -72,8 +64,8 @@ static void gen_gelu_like(float *X, int m, int k) {
 
 static void gen_weights(float *W, int n, int k) {
     for (size_t i = 0; i < (size_t)n * k; i++) {
-        double w = 0.04 * nrand();
-        if (urand() < 0.001) w *= 5.0;
+        double w = 0.04 * bench_nrand();
+        if (bench_urand() < 0.001) w *= 5.0;
         W[i] = (float)w;
     }
 }
@@ -81,16 +73,6 @@ static void gen_weights(float *W, int n, int k) {
 static void pause_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     nanosleep(&ts, NULL);
-}
-
-static double rel_err(const float *Y, const float *R, size_t cnt) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < cnt; i++) {
-        double d = (double)Y[i] - R[i];
-        num += d * d;
-        den += (double)R[i] * R[i];
-    }
-    return sqrt(num / den);
 }
 
 /* Classic int8 AVX2 scheme, emulated exactly: x -> u7 asymmetric per row
@@ -163,7 +145,7 @@ int main(int argc, char **argv) {
     for (int si = 0; si < 4; si++) {
         const int n = shapes[si][0], k = shapes[si][1];
         gen_weights(W, n, k);
-        for (int j = 0; j < n; j++) bias[j] = (float)(0.02 * nrand());
+        for (int j = 0; j < n; j++) bias[j] = (float)(0.02 * bench_nrand());
         donto_qweight qw;
         donto_err err;
         if (donto_qweight_init(&qw, W, n, k, &err) != 0) {
@@ -207,7 +189,7 @@ int main(int argc, char **argv) {
                  * so it is rebuilt here). */
                 for (int j = 0; j < m; j++) memcpy(Yf + (size_t)j * n, bias, sizeof(float) * n);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, X, k, W, k, 1.0f, Yf, n);
-                double e = rel_err(Yq, Yf, (size_t)m * n);
+                double e = bench_rel_err(Yq, Yf, (size_t)m * n);
                 if (e8 < 0) e8 = int8_scheme_err(X, W, bias, Yf, 256, n, k);
                 double fl = 2.0 * m * n * k;
                 printf("%-8s %5d %5d %5d %3d | %9.1f %9.1f %6.2fx | %9.2e %9.2e\n", names[si], m, n, k, t,

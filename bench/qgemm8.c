@@ -21,70 +21,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cpu_isa.h"
 #include "donto/util.h"
 #include "qgemm.h"
-
-static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return ((rs >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-static double nrand(void) { return sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand()); }
-
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* LayerNorm-like rows (k = 384) with 4 outlier channels, or post-GELU rows
- * (k = 1536) with 3 outlier neurons 15x larger. */
-static void gen_x(float *X, int m, int k) {
-    static const int lo[4] = {17, 101, 222, 350}, go[3] = {5, 700, 1400};
-    for (int i = 0; i < m; i++)
-        for (int c = 0; c < k; c++) {
-            if (k == 384) {
-                double g = 1.0, b = 0.0;
-                for (int o = 0; o < 4; o++)
-                    if (c == lo[o]) g = 16.0, b = 1.0;
-                X[(size_t)i * k + c] = (float)(nrand() * g + b);
-            } else {
-                double z = -0.6 + 1.2 * nrand();
-                double g = 0.5 * z * (1.0 + erf(z / sqrt(2.0)));
-                for (int o = 0; o < 3; o++)
-                    if (c == go[o]) g *= 15.0;
-                X[(size_t)i * k + c] = (float)g;
-            }
-        }
-}
-
-static double rel_err(const float *Y, const float *R, size_t cnt) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < cnt; i++) {
-        double d = (double)Y[i] - R[i];
-        num += d * d;
-        den += (double)R[i] * R[i];
-    }
-    return sqrt(num / den);
-}
-
-/* The nout channels with the largest max |x| over rows. */
-static void top_channels(const float *X, int m, int k, int *out, int nout) {
-    float *mx = calloc((size_t)k, sizeof(float));
-    for (int i = 0; i < m; i++)
-        for (int c = 0; c < k; c++) mx[c] = fmaxf(mx[c], fabsf(X[(size_t)i * k + c]));
-    for (int o = 0; o < nout; o++) {
-        int best = 0;
-        for (int c = 1; c < k; c++)
-            if (mx[c] > mx[best]) best = c;
-        out[o] = best;
-        mx[best] = -1.0f;
-    }
-    free(mx);
-}
 
 int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
@@ -105,21 +45,21 @@ int main(int argc, char **argv) {
            "8/16", "8/f32", "err16", "err8");
     for (int si = 0; si < 4; si++) {
         const int n = shapes[si][0], k = shapes[si][1];
-        for (size_t e = 0; e < (size_t)n * k; e++) W[e] = (float)(0.04 * nrand() * (urand() < 0.001 ? 5 : 1));
-        for (int j = 0; j < n; j++) bias[j] = (float)(0.02 * nrand());
-        gen_x(X, mmax, k);
+        for (size_t e = 0; e < (size_t)n * k; e++) W[e] = (float)(0.04 * bench_nrand() * (bench_urand() < 0.001 ? 5 : 1));
+        for (int j = 0; j < n; j++) bias[j] = (float)(0.02 * bench_nrand());
+        bench_gen_x(X, mmax, k);
         int out[DONTO_QGEMM8_MAXOUT];
-        top_channels(X, mmax, k, out, nout); /* "calibration" */
+        bench_top_channels(X, mmax, k, out, nout); /* "calibration" */
         donto_qweight q16;
         donto_qweight8 q8;
         if (donto_qweight_init(&q16, W, n, k, NULL) || donto_qweight8_init(&q8, W, n, k, out, nout, NULL)) return 1;
         for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
             const int m = ms[mi];
-            gen_x(X, m, k);
+            bench_gen_x(X, m, k);
             double best[3] = {1e30, 1e30, 1e30};
             for (int r = 0; r < reps; r++)
                 for (int lib = 0; lib < 3; lib++) {
-                    double t0 = cpu_now();
+                    double t0 = bench_cpu_now(CLOCK_THREAD_CPUTIME_ID);
                     if (lib == 0) {
                         for (int i = 0; i < m; i++) memcpy(Yf + (size_t)i * n, bias, sizeof(float) * n);
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, X, k, W, k, 1.0f, Yf, n);
@@ -127,12 +67,12 @@ int main(int argc, char **argv) {
                         donto_qgemm(X, m, k, k, &q16, bias, Y16, n, scratch, 1);
                     else
                         donto_qgemm8_isa(X, m, k, k, &q8, bias, Y8, n, scratch, 1, DONTO_ISA_AUTO);
-                    double dt = cpu_now() - t0;
+                    double dt = bench_cpu_now(CLOCK_THREAD_CPUTIME_ID) - t0;
                     if (dt < best[lib]) best[lib] = dt;
                 }
             printf("%-8s %4d %5d %5d | %8.1f %8.1f %8.1f | %5.2fx %5.2fx | %9.2e %9.2e\n", names[si], m, n, k,
                    best[0] * 1e6, best[1] * 1e6, best[2] * 1e6, best[1] / best[2], best[0] / best[2],
-                   rel_err(Y16, Yf, (size_t)m * n), rel_err(Y8, Yf, (size_t)m * n));
+                   bench_rel_err(Y16, Yf, (size_t)m * n), bench_rel_err(Y8, Yf, (size_t)m * n));
             fflush(stdout);
         }
         donto_qweight_free(&q16);

@@ -9,27 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "donto/ann.h"
 #include "donto/recall.h"
 #include "donto/util.h"
 
 enum { K = 10 };
-
-static uint64_t g_rng = 0x2545f4914f6cdd1dULL;
-static double urand(void) {
-    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
-    return (double)(g_rng >> 11) / 9007199254740992.0;
-}
-static float gauss(void) {
-    double u = urand(), v = urand();
-    return (float)(sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v));
-}
-static void normalise(float *v, int d) {
-    double s = 0;
-    for (int i = 0; i < d; i++) s += (double)v[i] * v[i];
-    float inv = (float)(1.0 / sqrt(s));
-    for (int i = 0; i < d; i++) v[i] *= inv;
-}
 
 /* Mixture of Gaussians on the sphere: nc random unit centres; a point is a
  * centre plus isotropic noise of total norm ~sigma, normalised (cosine to
@@ -39,12 +24,12 @@ static void gen(float *x, size_t n, int d, const float *centres, int nc, float s
     for (size_t i = 0; i < n; i++) {
         float *v = x + i * (size_t)d;
         if (nc) {
-            const float *c = centres + (size_t)(urand() * nc) % (size_t)nc * (size_t)d;
-            for (int j = 0; j < d; j++) v[j] = c[j] + s * gauss();
+            const float *c = centres + (size_t)(bench_urand() * nc) % (size_t)nc * (size_t)d;
+            for (int j = 0; j < d; j++) v[j] = c[j] + s * (float)bench_nrand();
         } else {
-            for (int j = 0; j < d; j++) v[j] = gauss();
+            for (int j = 0; j < d; j++) v[j] = (float)bench_nrand();
         }
-        normalise(v, d);
+        bench_normalise(v, d);
     }
 }
 
@@ -74,16 +59,6 @@ static void truth(const float *x, size_t n, int d, const float *q, size_t nq, in
     free(s), free(best);
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double pct(double *v, size_t n, double p) {
-    qsort(v, n, sizeof *v, cmp_d);
-    size_t i = (size_t)ceil(p * (double)n) - 1;
-    return v[i < n ? i : n - 1];
-}
-
 typedef struct {
     double qps, p50, p99, recall;
 } figures;
@@ -98,7 +73,7 @@ static figures run_exact(const float *x, size_t n, int d, const float *q, size_t
         ms[i] = (donto_now() - a) * 1e3;
     }
     figures f = {(double)nq / (donto_now() - t0), 0, 0, 1.0};
-    f.p50 = pct(ms, nq, 0.50), f.p99 = pct(ms, nq, 0.99);
+    f.p50 = bench_pct(ms, nq, 0.50), f.p99 = bench_pct(ms, nq, 0.99);
     free(ms);
     return f;
 }
@@ -125,33 +100,9 @@ static figures run_ann(const donto_ann *a, const float *q, size_t nq, int d, con
                 }
     }
     figures f = {(double)nq / (donto_now() - t0), 0, 0, (double)hit / (double)(nq * K)};
-    f.p50 = pct(ms, nq, 0.50), f.p99 = pct(ms, nq, 0.99);
+    f.p50 = bench_pct(ms, nq, 0.50), f.p99 = bench_pct(ms, nq, 0.99);
     free(ms);
     return f;
-}
-
-static float *read_npy(const char *path, size_t *n, int *dim) {
-    char *buf;
-    size_t len;
-    donto_err err;
-    if (donto_read_file(path, &buf, &len, &err)) {
-        fprintf(stderr, "bench_recall: %s\n", err.msg);
-        exit(1);
-    }
-    size_t hl = len > 10 ? ((unsigned char)buf[8] | (size_t)(unsigned char)buf[9] << 8) : 0;
-    unsigned long long rows = 0;
-    int cols = 0;
-    const char *shape = len > 10 && !memcmp(buf, "\x93NUMPY", 6) ? strstr(buf + 10, "'shape': (") : NULL;
-    if (!shape || sscanf(shape, "'shape': (%llu, %d)", &rows, &cols) != 2 || cols <= 0 ||
-        (len - 10 - hl) / 4 / (size_t)cols < rows) {
-        fprintf(stderr, "bench_recall: %s: expected a float32 [n, dim] .npy\n", path);
-        exit(1);
-    }
-    float *v = malloc(rows * (size_t)cols * 4);
-    memcpy(v, buf + 10 + hl, rows * (size_t)cols * 4);
-    free(buf);
-    *n = rows, *dim = cols;
-    return v;
 }
 
 /* One data set: exact, then ANN at the default search setting and at each
@@ -205,6 +156,7 @@ static void one_set(const char *name, const float *x, size_t n, int d, const flo
 }
 
 int main(int argc, char **argv) {
+    bench_seed(0x2545f4914f6cdd1dULL); /* bench_recall's own stream since issue 5 */
     size_t n = 1000000, nq = 1000, nq_exact = 200;
     int d = 384, nc = 1000, uniform = 0;
     float sigma = 1.0f;
@@ -241,8 +193,8 @@ int main(int argc, char **argv) {
            n, d, nc, (double)sigma, 1.0 / sqrt(1.0 + (double)sigma * sigma), nq, nq_exact, K, o.kind,
            o.threads ? "as given" : "all");
     float *centres = malloc((size_t)nc * d * sizeof *centres);
-    for (size_t i = 0; i < (size_t)nc * d; i++) centres[i] = gauss();
-    for (int i = 0; i < nc; i++) normalise(centres + (size_t)i * d, d);
+    for (size_t i = 0; i < (size_t)nc * d; i++) centres[i] = (float)bench_nrand();
+    for (int i = 0; i < nc; i++) bench_normalise(centres + (size_t)i * d, d);
     float *x = malloc(n * (size_t)d * sizeof *x), *q = malloc(nq * (size_t)d * sizeof *q);
     if (!x || !q) return fprintf(stderr, "bench_recall: out of memory\n"), 1;
     double t0 = donto_now();
@@ -263,7 +215,7 @@ int main(int argc, char **argv) {
     if (real) {
         size_t rn;
         int rd;
-        float *rv = read_npy(real, &rn, &rd);
+        float *rv = bench_read_npy("bench_recall", real, &rn, &rd);
         /* Queries: every 10th real vector (at most nq), held out of the base. */
         size_t rq = rn / 10 < nq ? rn / 10 : nq, nb = 0, nqq = 0;
         float *base = malloc(rn * (size_t)rd * sizeof *base), *qq = malloc((rq ? rq : 1) * (size_t)rd * sizeof *qq);

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "donto/ann.h"
 #include "donto/util.h"
 #include "donto/vecfile.h"
@@ -43,13 +44,6 @@ static float gauss(rng *r) {
     double u = urand(r), v = urand(r);
     return (float)(sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v));
 }
-static void normalise(float *v, int d) {
-    double s = 0;
-    for (int i = 0; i < d; i++) s += (double)v[i] * v[i];
-    float inv = (float)(1.0 / sqrt(s));
-    for (int i = 0; i < d; i++) v[i] *= inv;
-}
-
 typedef struct {
     const float *src; /* [nsrc, d] source claims */
     size_t nsrc;
@@ -66,7 +60,7 @@ static void gen_rows(const gen_t *g, size_t from, size_t n, float *out) {
         const float *c = g->src + (size_t)(mix(r.s) % g->nsrc) * (size_t)g->d;
         float *v = out + i * (size_t)g->d;
         for (int j = 0; j < g->d; j++) v[j] = c[j] + s * gauss(&r);
-        normalise(v, g->d);
+        bench_normalise(v, g->d);
     }
 }
 
@@ -87,40 +81,9 @@ static void truth_fold(const float *x, size_t from, size_t m, int d, const float
     }
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double pct(double *v, size_t n, double p) {
-    qsort(v, n, sizeof *v, cmp_d);
-    size_t i = (size_t)ceil(p * (double)n) - 1;
-    return v[i < n ? i : n - 1];
-}
-
 static void die(const char *what, const donto_err *e) {
     fprintf(stderr, "bench_recall_scale: %s: %s\n", what, e ? e->msg : "");
     exit(1);
-}
-
-static float *read_npy(const char *path, size_t *n, int *dim) {
-    char *buf;
-    size_t len;
-    donto_err err;
-    if (donto_read_file(path, &buf, &len, &err)) die(path, &err);
-    size_t hl = len > 10 ? ((unsigned char)buf[8] | (size_t)(unsigned char)buf[9] << 8) : 0;
-    unsigned long long rows = 0;
-    int cols = 0;
-    const char *shape = len > 10 && !memcmp(buf, "\x93NUMPY", 6) ? strstr(buf + 10, "'shape': (") : NULL;
-    if (!shape || sscanf(shape, "'shape': (%llu, %d)", &rows, &cols) != 2 || cols <= 0 ||
-        (len - 10 - hl) / 4 / (size_t)cols < rows) {
-        fprintf(stderr, "bench_recall_scale: %s: expected a float32 [n, dim] .npy\n", path);
-        exit(1);
-    }
-    float *v = malloc(rows * (size_t)cols * 4);
-    memcpy(v, buf + 10 + hl, rows * (size_t)cols * 4);
-    free(buf);
-    *n = rows, *dim = cols;
-    return v;
 }
 
 typedef struct {
@@ -183,7 +146,7 @@ static result run_set(const char *name, const gen_t *gen, const float *real, siz
                         break;
                     }
         }
-        double r = (double)hit / (double)(nq * K), p50 = pct(ms, nq, 0.5), p99 = pct(ms, nq, 0.99);
+        double r = (double)hit / (double)(nq * K), p50 = bench_pct(ms, nq, 0.5), p99 = bench_pct(ms, nq, 0.99);
         free(ms);
         donto_ann_describe(a, res.desc, sizeof res.desc);
         printf("%-9s n=%zu %s: build %.1f s, %.1f bytes/vector, recall@10 %.4f, p50 %.3f ms, p99 %.3f ms, "
@@ -239,7 +202,7 @@ int main(int argc, char **argv) {
     }
     size_t rn;
     int d;
-    float *rv = read_npy(claims, &rn, &d);
+    float *rv = bench_read_npy("bench_recall_scale", claims, &rn, &d);
     /* Every 10th claim is a query source, held out of the base. */
     size_t nqs = (rn + 9) / 10, nbs = rn - nqs;
     float *qsrc = malloc(nqs * (size_t)d * sizeof *qsrc), *bsrc = malloc(nbs * (size_t)d * sizeof *bsrc);
