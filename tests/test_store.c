@@ -288,6 +288,50 @@ static void test_wrappers(void) {
     donto_store_close(s);
 }
 
+/* donto_db_code: the classification other modules get for their own SQL on
+ * the store's database is the store's own, per engine. */
+static donto_code db_code_of(const donto_db *db, const char *sql) {
+    if (db->kind == DONTO_DB_SQLITE) {
+        if (sqlite3_exec(db->sqlite, sql, NULL, NULL, NULL) == SQLITE_OK) return DONTO_E_NONE;
+        return donto_db_code(db, NULL);
+    }
+    PGresult *r = PQexec(db->pg, sql);
+    ExecStatusType st = PQresultStatus(r);
+    donto_code c = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK
+                       ? DONTO_E_NONE
+                       : donto_db_code(db, PQresultErrorField(r, PG_DIAG_SQLSTATE));
+    PQclear(r);
+    return c;
+}
+
+static void test_db_code(void) {
+    donto_err err = {0};
+    donto_store *s = fresh();
+    donto_db db;
+    CHECK(donto_store_db(s, &db, &err) == 0, "%s db: %s", g_backend, err.msg);
+    static const struct {
+        const char *sql;
+        donto_code want;
+    } cases[] = {
+        {"CREATE TABLE code_t (k INTEGER PRIMARY KEY, v INTEGER NOT NULL CHECK (v > 0))", DONTO_E_NONE},
+        {"INSERT INTO code_t VALUES (1, 1)", DONTO_E_NONE},
+        {"INSERT INTO code_t VALUES (1, 2)", DONTO_E_CONFLICT},  /* duplicate key */
+        {"INSERT INTO code_t VALUES (2, -1)", DONTO_E_INVALID},  /* CHECK */
+        {"INSERT INTO code_t VALUES (3, NULL)", DONTO_E_INVALID}, /* NOT NULL */
+        {"SELECT * FROM code_nope", DONTO_E_SCHEMA},             /* not migrated */
+        {"SELEKT 1", DONTO_E_INTERNAL},                           /* our bug */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        donto_code got = db_code_of(&db, cases[i].sql);
+        CHECK(got == cases[i].want, "%s: %s: %s, want %s", g_backend, cases[i].sql, donto_code_name(got),
+              donto_code_name(cases[i].want));
+    }
+    db_code_of(&db, "DROP TABLE code_t");
+    donto_db none = {db.kind, NULL, NULL};
+    CHECK(donto_db_code(&none, NULL) == DONTO_E_UNAVAILABLE, "%s: no connection", g_backend);
+    donto_store_close(s);
+}
+
 static void test_enqueue_duplicates(void) {
     donto_err err;
     donto_store *s = fresh();
@@ -1402,6 +1446,7 @@ static void run_suite(const char *backend, int nitems) {
     test_migrate_idempotent();
     test_migration_registry();
     test_wrappers();
+    test_db_code();
     test_fleet_counters();
     test_enqueue_duplicates();
     test_lease();

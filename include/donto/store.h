@@ -496,6 +496,15 @@ extern const donto_migrations DONTO_STORE_MIGRATIONS;
 int donto_store_ping(donto_store *s, donto_err *err);
 /* The database behind s (reconnected if it went away). */
 int donto_store_db(donto_store *s, donto_db *out, donto_err *err);
+/* What kind of failure a module's own statement on db met (util.h's codes),
+ * classified as the store classifies its own failures: a lost connection,
+ * resources, shutdown, deadlock or a busy database DONTO_E_UNAVAILABLE (try
+ * again later); a duplicate key DONTO_E_CONFLICT; another constraint or a bad
+ * value DONTO_E_INVALID; a missing table DONTO_E_SCHEMA (not migrated); the
+ * rest DONTO_E_INTERNAL. sqlstate: the failed PostgreSQL result's SQLSTATE
+ * (PG_DIAG_SQLSTATE; NULL when there is none); SQLite's last error on
+ * db->sqlite is read instead. */
+donto_code donto_db_code(const donto_db *db, const char *sqlstate);
 
 /* ---- many coordinators on one database (docs/fleet.md; src/store/fleet.c) ----
  * Fleet-wide counters (store migration 9): add delta to the counter name

@@ -90,6 +90,19 @@ void *donto_xmalloc(size_t n);
 void *donto_xcalloc(size_t n, size_t sz);
 void *donto_xrealloc(void *p, size_t n);
 char *donto_xstrdup(const char *s);
+/* A growable string (NUL-terminated whenever p is set), for text built in
+ * pieces: SQL array literals, COPY rows, rendered labels. Start it zeroed;
+ * growth aborts on OOM like donto_xrealloc. */
+typedef struct donto_buf {
+    char *p;         /* NULL until the first put */
+    size_t len, cap; /* bytes held (without the NUL), bytes allocated */
+} donto_buf;
+void donto_buf_put(donto_buf *b, const void *s, size_t n);
+void donto_buf_str(donto_buf *b, const char *s);
+/* The string (the caller frees it; "" when nothing was put); b is left empty. */
+char *donto_buf_take(donto_buf *b);
+void donto_buf_free(donto_buf *b);
+
 /* 64-byte aligned allocation (free with free()); NULL on failure. */
 void *donto_aligned_alloc(size_t n);
 

@@ -72,8 +72,8 @@ static int q_run(const donto_db *db, const char *sql_lite, const char *sql_pg, i
         sqlite3_stmt *st = NULL;
         if (sqlite3_prepare_v2(db->sqlite, sql_lite, -1, &st, NULL) != SQLITE_OK) {
             const char *m = sqlite3_errmsg(db->sqlite);
-            if (strstr(m, "no such table")) return missing_tables(err, m);
-            return donto_seterrc(err, DONTO_E_INTERNAL, "sqlite: %s", m);
+            donto_code dc = donto_db_code(db, NULL);
+            return dc == DONTO_E_SCHEMA ? missing_tables(err, m) : donto_seterrc(err, dc, "sqlite: %s", m);
         }
         for (int i = 0; i < np; i++) {
             if (i + 1 == blob_at) sqlite3_bind_blob(st, i + 1, blob, (int)bloblen, SQLITE_STATIC);
@@ -106,12 +106,7 @@ static int q_run(const donto_db *db, const char *sql_lite, const char *sql_pg, i
             out->nrow++;
         }
         if (rc != SQLITE_DONE) {
-            int code = sqlite3_extended_errcode(db->sqlite);
-            donto_code dc = (code & 0xff) == SQLITE_CONSTRAINT
-                                ? (code == SQLITE_CONSTRAINT_CHECK ? DONTO_E_INVALID : DONTO_E_CONFLICT)
-                            : (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED ? DONTO_E_UNAVAILABLE
-                                                                                            : DONTO_E_INTERNAL;
-            donto_seterrc(err, dc, "sqlite: %s", sqlite3_errmsg(db->sqlite));
+            donto_seterrc(err, donto_db_code(db, NULL), "sqlite: %s", sqlite3_errmsg(db->sqlite));
             sqlite3_finalize(st);
             if (out) rows_free(out);
             return -1;
@@ -134,16 +129,9 @@ static int q_run(const donto_db *db, const char *sql_lite, const char *sql_pg, i
         if (!msg || !*msg) msg = PQerrorMessage(db->pg);
         size_t l = strlen(msg);
         while (l && (msg[l - 1] == '\n' || msg[l - 1] == ' ')) l--;
-        int rc;
-        if (state && !strcmp(state, "42P01")) rc = missing_tables(err, "relation does not exist");
-        else {
-            donto_code dc = !state                       ? DONTO_E_UNAVAILABLE
-                            : !strcmp(state, "23505")    ? DONTO_E_CONFLICT
-                            : !strncmp(state, "23", 2)   ? DONTO_E_INVALID
-                            : !strncmp(state, "08", 2) || !strncmp(state, "40", 2) ? DONTO_E_UNAVAILABLE
-                                                                                 : DONTO_E_INTERNAL;
-            rc = donto_seterrc(err, dc, "postgres: %.*s", (int)l, msg);
-        }
+        donto_code dc = donto_db_code(db, state);
+        int rc = dc == DONTO_E_SCHEMA ? missing_tables(err, "relation does not exist")
+                                      : donto_seterrc(err, dc, "postgres: %.*s", (int)l, msg);
         PQclear(r);
         return rc;
     }

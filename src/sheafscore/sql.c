@@ -29,31 +29,18 @@ int sc_task_parse(const char *t) {
 }
 
 
-typedef struct sbuf {
-    char *b;
-    size_t n, cap;
-} sbuf;
-static void sb_put(sbuf *s, const char *p, size_t n) {
-    if (s->n + n + 1 > s->cap) {
-        while (s->n + n + 1 > s->cap) s->cap = s->cap ? 2 * s->cap : 1 << 16;
-        s->b = donto_xrealloc(s->b, s->cap);
-    }
-    memcpy(s->b + s->n, p, n);
-    s->n += n;
-    s->b[s->n] = 0;
-}
 /* COPY text: a field with \, tab, newline, CR escaped; NULL as \N. */
-static void sb_field(sbuf *s, const char *v) {
+static void sb_field(donto_buf *s, const char *v) {
     if (!v) {
-        sb_put(s, "\\N", 2);
+        donto_buf_put(s, "\\N", 2);
         return;
     }
     for (const char *p = v; *p; p++) {
-        if (*p == '\\') sb_put(s, "\\\\", 2);
-        else if (*p == '\t') sb_put(s, "\\t", 2);
-        else if (*p == '\n') sb_put(s, "\\n", 2);
-        else if (*p == '\r') sb_put(s, "\\r", 2);
-        else sb_put(s, p, 1);
+        if (*p == '\\') donto_buf_put(s, "\\\\", 2);
+        else if (*p == '\t') donto_buf_put(s, "\\t", 2);
+        else if (*p == '\n') donto_buf_put(s, "\\n", 2);
+        else if (*p == '\r') donto_buf_put(s, "\\r", 2);
+        else donto_buf_put(s, p, 1);
     }
 }
 
@@ -76,16 +63,20 @@ struct sc_writer {
     sqlite3_stmt *del, *ins, *arg;
 };
 
+/* The store's classification of the failure (donto_db_code), and "run
+ * with --migrate" where the tables are missing. */
 static int lite_fail(sqlite3 *db, donto_err *err, const char *what) {
     const char *m = sqlite3_errmsg(db);
-    if (strstr(m, "no such table"))
-        return donto_seterrc(err, DONTO_E_SCHEMA, "%s: %s (run with --migrate)", what, m);
-    return donto_seterrc(err, DONTO_E_UNAVAILABLE, "sqlite: %s: %s", what, m);
+    const donto_db d = {DONTO_DB_SQLITE, db, NULL};
+    donto_code code = donto_db_code(&d, NULL);
+    if (code == DONTO_E_SCHEMA) return donto_seterrc(err, code, "%s: %s (run with --migrate)", what, m);
+    return donto_seterrc(err, code, "sqlite: %s: %s", what, m);
 }
 static int pg_fail(PGresult *r, PGconn *c, donto_err *err, const char *what) {
     const char *m = r ? PQresultErrorMessage(r) : PQerrorMessage(c);
-    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    int code = state && !strcmp(state, "42P01") ? DONTO_E_SCHEMA : DONTO_E_UNAVAILABLE;
+    if (!m || !*m) m = PQerrorMessage(c);
+    const donto_db d = {DONTO_DB_POSTGRES, NULL, c};
+    donto_code code = donto_db_code(&d, r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL);
     donto_seterrc(err, code, "postgres: %s: %.*s", what, (int)strcspn(m, "\n"), m);
     if (r) PQclear(r);
     return -1;
@@ -253,14 +244,14 @@ fail:
 static int commit_pg(sc_writer *w, int64_t *rows, int64_t *proposed, donto_err *err) {
     PGconn *c = w->db.pg;
     if (pg_exec(c, "BEGIN", 0, NULL, err, "begin")) return -1;
-    sbuf B = {0};
+    donto_buf B = {0};
     char num[32];
     for (size_t i = 0; i < w->n; i++) {
-        sb_field(&B, w->item[i]), sb_put(&B, "\t", 1);
-        sb_field(&B, w->item2[i]), sb_put(&B, "\t", 1);
-        sb_field(&B, w->cls[i]), sb_put(&B, "\t", 1);
+        sb_field(&B, w->item[i]), donto_buf_put(&B, "\t", 1);
+        sb_field(&B, w->item2[i]), donto_buf_put(&B, "\t", 1);
+        sb_field(&B, w->cls[i]), donto_buf_put(&B, "\t", 1);
         int k = snprintf(num, sizeof num, "%.9g\n", (double)w->prob[i]);
-        sb_put(&B, num, (size_t)k);
+        donto_buf_put(&B, num, (size_t)k);
     }
     int64_t added = 0;
     if (pg_exec(c, "TRUNCATE donto_sheaf_score_in", 0, NULL, err, "temp table")) goto fail;
@@ -271,7 +262,7 @@ static int commit_pg(sc_writer *w, int64_t *rows, int64_t *proposed, donto_err *
             goto fail;
         }
         PQclear(r);
-        if (PQputCopyData(c, B.b ? B.b : "", (int)B.n) != 1 || PQputCopyEnd(c, NULL) != 1) {
+        if (PQputCopyData(c, B.p ? B.p : "", (int)B.len) != 1 || PQputCopyEnd(c, NULL) != 1) {
             pg_fail(NULL, c, err, "copy");
             goto fail;
         }
@@ -309,11 +300,11 @@ static int commit_pg(sc_writer *w, int64_t *rows, int64_t *proposed, donto_err *
         PQclear(r);
     }
     if (pg_exec(c, "COMMIT", 0, NULL, err, "commit")) goto fail;
-    free(B.b);
+    donto_buf_free(&B);
     *rows += (int64_t)w->n, *proposed += added;
     return 0;
 fail:
-    free(B.b);
+    donto_buf_free(&B);
     PQclear(PQexec(c, "ROLLBACK"));
     return -1;
 }

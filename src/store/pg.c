@@ -288,14 +288,15 @@ static void p_bin(pgp *p, const void *b, size_t len) {
 /* What kind of failure the last one was (util.h), from the connection's
  * state and the SQLSTATE class: 08 connection, 53 resources, 57 operator
  * intervention (shutdown), 40 rollback (deadlock, serialization) are worth
- * a retry later; 23 is a constraint; 22 bad data. */
+ * a retry later; 23505 (unique) and 23P01 (exclusion) conflict with a row
+ * stored; the other 23s (check, not null, foreign key) and 22 are bad data. */
 donto_code donto_store_pg_code(const struct pg_conn *conn, const char *sqlstate) {
     if (PQstatus(conn) != CONNECTION_OK) return DONTO_E_UNAVAILABLE;
     const char *c = sqlstate ? sqlstate : "";
     if (!strncmp(c, "08", 2) || !strncmp(c, "53", 2) || !strncmp(c, "57", 2) || !strncmp(c, "40", 2))
         return DONTO_E_UNAVAILABLE;
-    if (!strncmp(c, "23", 2)) return DONTO_E_CONFLICT;
-    if (!strncmp(c, "22", 2)) return DONTO_E_INVALID;
+    if (!strcmp(c, "23505") || !strcmp(c, "23P01")) return DONTO_E_CONFLICT;
+    if (!strncmp(c, "23", 2) || !strncmp(c, "22", 2)) return DONTO_E_INVALID;
     if (!strcmp(c, "42P01")) return DONTO_E_SCHEMA; /* undefined table: not migrated */
     return DONTO_E_INTERNAL;
 }
@@ -608,45 +609,30 @@ static int pg_model_dims(pg_store *s, const char *model, int *dims, donto_err *e
     return 0;
 }
 
-/* A growing string, for PostgreSQL array literals: a submit's items travel
+/* PostgreSQL array literals in a donto_buf (util.h): a submit's items travel
  * as a few array parameters ('{...}' values, never SQL text), so a batch is a
  * handful of round trips whatever its size. */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->p = donto_xrealloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_sep(sbuf *b) { sb_str(b, b->len ? "," : "{"); }
-static void sb_end(sbuf *b) { sb_str(b, b->len ? "}" : "{}"); }
-static void sb_i64(sbuf *b, int64_t x) {
+static void sb_sep(donto_buf *b) { donto_buf_str(b, b->len ? "," : "{"); }
+static void sb_end(donto_buf *b) { donto_buf_str(b, b->len ? "}" : "{}"); }
+static void sb_i64(donto_buf *b, int64_t x) {
     char t[24];
     snprintf(t, sizeof t, "%lld", (long long)x);
     sb_sep(b);
-    sb_str(b, t);
+    donto_buf_str(b, t);
 }
 /* A quoted array element: backslash and double quote are escaped. */
-static void sb_text(sbuf *b, const char *s) {
+static void sb_text(donto_buf *b, const char *s) {
     sb_sep(b);
     if (!s) {
-        sb_str(b, "NULL");
+        donto_buf_str(b, "NULL");
         return;
     }
-    sb_str(b, "\"");
+    donto_buf_str(b, "\"");
     for (const char *c = s; *c; c++) {
-        if (*c == '"' || *c == '\\') sb_put(b, "\\", 1);
-        sb_put(b, c, 1);
+        if (*c == '"' || *c == '\\') donto_buf_put(b, "\\", 1);
+        donto_buf_put(b, c, 1);
     }
-    sb_str(b, "\"");
+    donto_buf_str(b, "\"");
 }
 /* bytea element in hex input form: "\\x0a1b.." inside the array literal. */
 /* The vectors of a submit as one bytea[] parameter in PostgreSQL's binary
@@ -656,12 +642,12 @@ static void sb_text(sbuf *b, const char *s) {
  * (bytea = 17), length, lower bound = 1, then per element its byte length
  * and bytes. */
 #define BYTEA_OID 17u
-static void sb_be32(sbuf *b, uint32_t x) {
+static void sb_be32(donto_buf *b, uint32_t x) {
     unsigned char c[4] = {(unsigned char)(x >> 24), (unsigned char)(x >> 16), (unsigned char)(x >> 8),
                           (unsigned char)x};
-    sb_put(b, (const char *)c, 4);
+    donto_buf_put(b, (const char *)c, 4);
 }
-static void sb_bytea_array_head(sbuf *b, size_t count) {
+static void sb_bytea_array_head(donto_buf *b, size_t count) {
     sb_be32(b, 1);
     sb_be32(b, 0);
     sb_be32(b, BYTEA_OID);
@@ -669,7 +655,7 @@ static void sb_bytea_array_head(sbuf *b, size_t count) {
     sb_be32(b, 1);
 }
 /* One element: a vector as little-endian float32 bytes. */
-static void sb_bytea_f32(sbuf *b, const float *v, int dims) {
+static void sb_bytea_f32(donto_buf *b, const float *v, int dims) {
     size_t n = (size_t)dims * 4;
     sb_be32(b, (uint32_t)n);
     if (b->len + n + 1 > b->cap) {
@@ -685,7 +671,7 @@ static void sb_bytea_f32(sbuf *b, const float *v, int dims) {
  * header for count elements, then each element as its length (4) and its
  * IEEE bits big-endian. count 0: an empty array (ndim 0). */
 #define FLOAT4_OID 700u
-static void sb_float4_array_head(sbuf *b, size_t count) {
+static void sb_float4_array_head(donto_buf *b, size_t count) {
     sb_be32(b, count ? 1 : 0);
     sb_be32(b, 0);
     sb_be32(b, FLOAT4_OID);
@@ -693,7 +679,7 @@ static void sb_float4_array_head(sbuf *b, size_t count) {
     sb_be32(b, (uint32_t)count);
     sb_be32(b, 1);
 }
-static void sb_float4s(sbuf *b, const float *v, int dims) {
+static void sb_float4s(donto_buf *b, const float *v, int dims) {
     for (int k = 0; k < dims; k++) {
         uint32_t u;
         memcpy(&u, &v[k], 4);
@@ -726,7 +712,7 @@ static int pg_submit_once(pg_store *s, const char *worker_id, const donto_submit
     int *best = donto_xcalloc(n ? n : 1, sizeof *best);   /* row in q, or -1 */
     int *score = donto_xcalloc(n ? n : 1, sizeof *score);
     unsigned char *accept = donto_xcalloc(n ? n : 1, 1);
-    sbuf at = {0}, ai = {0}, am = {0}, ad = {0}, av = {0}, al = {0}, ao = {0}, af = {0};
+    donto_buf at = {0}, ai = {0}, am = {0}, ad = {0}, av = {0}, al = {0}, ao = {0}, af = {0};
 
     for (size_t i = 0; i < n; i++) {
         best[i] = -1;

@@ -140,11 +140,14 @@ typedef struct sq_store {
 
 /* What kind of failure SQLite's last result code is (util.h). */
 donto_code donto_store_sq_code(sqlite3 *db) {
-    switch (sqlite3_errcode(db)) {
+    int ext = sqlite3_extended_errcode(db);
+    switch (ext & 0xff) {
     case SQLITE_BUSY: case SQLITE_LOCKED: case SQLITE_CANTOPEN: case SQLITE_IOERR:
     case SQLITE_FULL: case SQLITE_READONLY: case SQLITE_PROTOCOL:
         return DONTO_E_UNAVAILABLE;
-    case SQLITE_CONSTRAINT: return DONTO_E_CONFLICT;
+    case SQLITE_CONSTRAINT: /* a duplicate key conflicts; check, not null, foreign key: bad data */
+        return ext == SQLITE_CONSTRAINT_UNIQUE || ext == SQLITE_CONSTRAINT_PRIMARYKEY ? DONTO_E_CONFLICT
+                                                                                      : DONTO_E_INVALID;
     case SQLITE_NOMEM: return DONTO_E_NOMEM;
     case SQLITE_TOOBIG: case SQLITE_MISMATCH: case SQLITE_RANGE: return DONTO_E_INVALID;
     /* SQLite has no code of its own for a missing table: its message. */

@@ -505,6 +505,15 @@ int donto_store_db(donto_store *s, donto_db *out, donto_err *err) {
     STORE_CALL(OP_DB, db, out, err);
 }
 
+donto_code donto_db_code(const donto_db *db, const char *sqlstate) {
+    if (!db) return DONTO_E_INTERNAL;
+    switch (db->kind) {
+    case DONTO_DB_SQLITE: return db->sqlite ? donto_store_sq_code(db->sqlite) : DONTO_E_UNAVAILABLE;
+    case DONTO_DB_POSTGRES: return db->pg ? donto_store_pg_code(db->pg, sqlstate) : DONTO_E_UNAVAILABLE;
+    default: return DONTO_E_INTERNAL;
+    }
+}
+
 void donto_store_close(donto_store *s) {
     if (s) s->ops->close(s);
 }

@@ -9,27 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A growable string. */
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t len) {
-    if (b->n + len + 1 > b->cap) {
-        b->cap = (b->n + len + 1) * 2;
-        b->p = donto_xrealloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = 0;
-}
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-static char *sb_done(sbuf *b) {
-    if (!b->p) return donto_xstrdup("");
-    return b->p;
-}
-
 static int hexval(int c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -71,7 +50,7 @@ char *donto_humanize_iri(const char *iri) {
     dec[m] = 0;
     /* Split camelCase into words; lower-case Capitalized words after the
      * first (they are camel humps, not names), keep acronyms. */
-    sbuf out = {0};
+    donto_buf out = {0};
     int words = 0;
     size_t i = 0;
     while (i < m) {
@@ -94,15 +73,15 @@ char *donto_humanize_iri(const char *iri) {
                     break;
                 e++;
             }
-            if (words++) sb_str(&out, " ");
+            if (words++) donto_buf_str(&out, " ");
             int capitalized = isupper((unsigned char)dec[w]) && (e - w == 1 || !isupper((unsigned char)dec[w + 1]));
             if (words > 1 && capitalized && w > i) {
                 /* a camel hump: lower its first letter */
                 char c0 = (char)tolower((unsigned char)dec[w]);
-                sb_put(&out, &c0, 1);
-                sb_put(&out, dec + w + 1, e - w - 1);
+                donto_buf_put(&out, &c0, 1);
+                donto_buf_put(&out, dec + w + 1, e - w - 1);
             } else {
-                sb_put(&out, dec + w, e - w);
+                donto_buf_put(&out, dec + w, e - w);
             }
             w = e;
         }
@@ -110,7 +89,7 @@ char *donto_humanize_iri(const char *iri) {
     }
     free(dec);
     if (!out.p) return donto_xstrdup(iri); /* nothing readable: the IRI itself */
-    return sb_done(&out);
+    return donto_buf_take(&out);
 }
 
 static int nonempty(const char *s) { return s && *s; }
@@ -134,12 +113,12 @@ static char *literal_text(const char *lit) {
     return r;
 }
 
-static void part(sbuf *b, const char *iri, const char *label) {
+static void part(donto_buf *b, const char *iri, const char *label) {
     if (nonempty(label)) {
-        sb_str(b, label);
+        donto_buf_str(b, label);
     } else {
         char *h = donto_humanize_iri(iri);
-        sb_str(b, h);
+        donto_buf_str(b, h);
         free(h);
     }
 }
@@ -147,40 +126,40 @@ static void part(sbuf *b, const char *iri, const char *label) {
 char *donto_render_claim(const char *subject, const char *subject_label, const char *predicate,
                          const char *predicate_label, const char *object_iri,
                          const char *object_label, const char *object_lit) {
-    sbuf b = {0};
+    donto_buf b = {0};
     part(&b, subject, subject_label);
-    sb_str(&b, " - ");
+    donto_buf_str(&b, " - ");
     part(&b, predicate, predicate_label);
-    sb_str(&b, " - ");
+    donto_buf_str(&b, " - ");
     if (object_iri || !object_lit) {
         part(&b, object_iri, object_label);
     } else {
         char *t = literal_text(object_lit);
-        sb_str(&b, t);
+        donto_buf_str(&b, t);
         free(t);
     }
-    return sb_done(&b);
+    return donto_buf_take(&b);
 }
 
 char *donto_render_predicate(const char *iri, const char *label, const char *description) {
-    sbuf b = {0};
+    donto_buf b = {0};
     part(&b, iri, label);
     if (nonempty(description)) {
-        sb_str(&b, ": ");
-        sb_str(&b, description);
+        donto_buf_str(&b, ": ");
+        donto_buf_str(&b, description);
     }
-    return sb_done(&b);
+    return donto_buf_take(&b);
 }
 
 char *donto_render_entity(const char *iri, const char *label, const char *kind) {
-    sbuf b = {0};
+    donto_buf b = {0};
     part(&b, iri, label);
     if (nonempty(kind)) {
-        sb_str(&b, " (");
-        sb_str(&b, kind);
-        sb_str(&b, ")");
+        donto_buf_str(&b, " (");
+        donto_buf_str(&b, kind);
+        donto_buf_str(&b, ")");
     }
-    return sb_done(&b);
+    return donto_buf_take(&b);
 }
 
 /* Approximate WordPiece cost of one whitespace-delimited word. */

@@ -175,6 +175,27 @@ char *donto_xstrdup(const char *s) {
     memcpy(p, s, n);
     return p;
 }
+void donto_buf_put(donto_buf *b, const void *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (b->len + n + 1 > cap) cap *= 2;
+        b->p = donto_xrealloc(b->p, cap);
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+void donto_buf_str(donto_buf *b, const char *s) { donto_buf_put(b, s, strlen(s)); }
+char *donto_buf_take(donto_buf *b) {
+    char *p = b->p ? b->p : donto_xstrdup("");
+    *b = (donto_buf){0};
+    return p;
+}
+void donto_buf_free(donto_buf *b) {
+    free(b->p);
+    *b = (donto_buf){0};
+}
 void *donto_aligned_alloc(size_t n) {
     void *p = NULL;
     if (posix_memalign(&p, 64, n ? (n + 63) & ~(size_t)63 : 64) != 0) return NULL;
