@@ -16,7 +16,9 @@ a command) and the first activated; `donto-embed serve` runs on the database. Th
     200 and equals the outputs of the model it names (never a mix, never a dropped request);
   - bad input: no task 400, a task without an active model 404, not JSON 400, a graph with
     other features 400, a graph over --sheaf-max-nodes 400, a node-task graph for an edge task
-    400; each with a JSON error.
+    400; each with a JSON error;
+  - /embed/metrics counts them: donto_sheaf_requests_total, _errors_total, donto_sheaf_infer_rows_total
+    and donto_sheaf_model_loads_total move by exactly what the bad input and the latency loop sent.
 Prints the served latency of the 100-node request (p50, p99 over 200 sequential requests) for
 information; speed is asserted in no test.
 """
@@ -69,6 +71,20 @@ def http(port, method, path, token=None, body=None, timeout=30):
             return e.code, json.loads(raw)
         except ValueError:
             return e.code, {"raw": raw.decode(errors="replace")}
+
+
+def metrics(port, token):
+    """The unlabelled donto_sheaf_* samples of /embed/metrics."""
+    req = urllib.request.Request("http://127.0.0.1:%d/embed/metrics" % port)
+    req.add_header("Authorization", "Bearer " + token)
+    with urllib.request.urlopen(req, timeout=30) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^(donto_sheaf_[a-z_]+) (\d+)$", line)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
 
 
 def cut(graph, n_keep, task="arg_link"):
@@ -215,7 +231,10 @@ def main():
               "%d concurrent requests across 10 activations: %d bad %s, models seen %s"
               % (res["n"], len(res["bad"]), res["bad"][:3], sorted(res["seen"])))
 
-        # bad input
+        # bad input (and the /metrics counters over it and the latency loop below)
+        m0 = metrics(port, toks["admin"])
+        check(m0.get("donto_sheaf_model_loads_total", 0) >= 3 and m0.get("donto_sheaf_requests_total", 0) >= res["n"],
+              "/metrics after the flips: %s" % m0)
         st, j = http(port, "POST", "/sheaf/infer", toks["analyst"], body)
         check(st == 400 and "task" in j.get("message", ""), "no task: %d %s" % (st, j))
         st, j = http(port, "POST", "/sheaf/infer?task=identity", toks["analyst"], body)
@@ -241,6 +260,11 @@ def main():
             t0 = time.perf_counter()
             st, j = http(port, "POST", infer, toks["analyst"], body)
             lat.append((time.perf_counter() - t0) * 1e3)
+        m1 = metrics(port, toks["admin"])
+        d = {k: m1.get(k, -1) - m0.get(k, 0) for k in m1}
+        want_d = {"donto_sheaf_requests_total": 206, "donto_sheaf_errors_total": 6,
+                  "donto_sheaf_infer_rows_total": 200 * npairs, "donto_sheaf_model_loads_total": 0}
+        check(d == want_d, "/metrics counted 6 refusals and 200 answers of %d rows: %s, want %s" % (npairs, d, want_d))
         lat.sort()
         print("sheaf_serve: 100-node request (%d pairs): p50 %.2f ms, p99 %.2f ms over 200 requests"
               % (npairs, lat[100], lat[197]))

@@ -1,7 +1,8 @@
 /*
  * The growable string of include/donto/util.h (donto_buf): empty, pieces
  * with embedded NULs, growth across many reallocations with every byte
- * kept, take (the string, the buffer left empty and reusable), free.
+ * kept, take (the string, the buffer left empty and reusable), free, and
+ * printf pieces shorter and longer than its first try.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -50,5 +51,16 @@ int main(void) {
     free(s);
     donto_buf_free(&b);
     donto_buf_free(&b); /* twice is harmless */
+
+    /* printf: short and long pieces (past its 256-byte first try) appended. */
+    char big[1000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    donto_buf_printf(&b, "%s=%d;", "k", 42);
+    donto_buf_printf(&b, "[%s]", big);
+    donto_buf_printf(&b, "%05.1f", 3.14159);
+    CHECK(b.len == 5 + 1001 + 5 && !strncmp(b.p, "k=42;[x", 7) && !strcmp(b.p + b.len - 7, "x]003.1"),
+          "printf: %zu bytes, ends '%s'", b.len, b.len > 7 ? b.p + b.len - 7 : "");
+    donto_buf_free(&b);
     return check_report("test_util");
 }

@@ -99,6 +99,7 @@ typedef struct donto_buf {
 } donto_buf;
 void donto_buf_put(donto_buf *b, const void *s, size_t n);
 void donto_buf_str(donto_buf *b, const char *s);
+void donto_buf_printf(donto_buf *b, const char *fmt, ...) DONTO_PRINTF(2, 3);
 /* The string (the caller frees it; "" when nothing was put); b is left empty. */
 char *donto_buf_take(donto_buf *b);
 void donto_buf_free(donto_buf *b);

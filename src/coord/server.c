@@ -1138,54 +1138,60 @@ static answer do_metrics(donto_coord *c, donto_store *s) {
     char *text = donto_metrics_text(st, have_rate, per_min, have_con, con, ncon);
     char *trust = donto_metrics_trust_text(tok, ntok);
     donto_token_list_free(tok, ntok);
-    if (text && trust) {
-        char *both = malloc(strlen(text) + strlen(trust) + 1);
-        if (both) strcat(strcpy(both, text), trust);
-        free(text);
-        text = both;
-    }
+    donto_buf out = {0};
+    int ok = text && trust;
+    if (ok) donto_buf_str(&out, text), donto_buf_str(&out, trust);
+    free(text);
     free(trust);
-    if (text && c->verify) {
+    if (ok && c->verify) {
         verify_stats vs;
         verify_pool_stats(c->verify, &vs);
-        char v[768];
-        snprintf(v, sizeof v,
-                 "# HELP donto_embed_verify_total Submitted vectors the coordinator re-embedded to check them, by "
-                 "outcome (skipped: its queue was full).\n# TYPE donto_embed_verify_total counter\n"
-                 "donto_embed_verify_total{outcome=\"passed\"} %llu\ndonto_embed_verify_total{outcome=\"failed\"} %llu\n"
-                 "donto_embed_verify_total{outcome=\"skipped\"} %llu\n"
-                 "# HELP donto_embed_verify_queued Checks waiting.\n# TYPE donto_embed_verify_queued gauge\n"
-                 "donto_embed_verify_queued %llu\n",
-                 (unsigned long long)vs.passed, (unsigned long long)vs.failed, (unsigned long long)vs.dropped,
-                 (unsigned long long)vs.queued);
-        char *both = malloc(strlen(text) + strlen(v) + 1);
-        if (both) strcat(strcpy(both, text), v);
-        free(text);
-        text = both;
+        donto_buf_printf(&out,
+                         "# HELP donto_embed_verify_total Submitted vectors the coordinator re-embedded to check them, by "
+                         "outcome (skipped: its queue was full).\n# TYPE donto_embed_verify_total counter\n"
+                         "donto_embed_verify_total{outcome=\"passed\"} %llu\ndonto_embed_verify_total{outcome=\"failed\"} %llu\n"
+                         "donto_embed_verify_total{outcome=\"skipped\"} %llu\n"
+                         "# HELP donto_embed_verify_queued Checks waiting.\n# TYPE donto_embed_verify_queued gauge\n"
+                         "donto_embed_verify_queued %llu\n",
+                         (unsigned long long)vs.passed, (unsigned long long)vs.failed, (unsigned long long)vs.dropped,
+                         (unsigned long long)vs.queued);
     }
-    if (text && c->replicas) {
+    if (ok && c->replicas) {
         replica_counts rc;
         replica_get_counts(c->replicas, &rc);
-        char v[1024];
-        snprintf(v, sizeof v,
-                 "# HELP donto_embed_replicas_total Replicas (serve --replicate) since start, by outcome (agreed: "
-                 "every vote agreed; disagreed: some vote failed; no_quorum: dropped; to_verifier: no other token "
-                 "took it in time; refused: the set was full).\n# TYPE donto_embed_replicas_total counter\n"
-                 "donto_embed_replicas_total{outcome=\"agreed\"} %llu\n"
-                 "donto_embed_replicas_total{outcome=\"disagreed\"} %llu\n"
-                 "donto_embed_replicas_total{outcome=\"no_quorum\"} %llu\n"
-                 "donto_embed_replicas_total{outcome=\"to_verifier\"} %llu\n"
-                 "donto_embed_replicas_total{outcome=\"refused\"} %llu\n"
-                 "# HELP donto_embed_replicas Replicas now, waiting for a token or out to one.\n"
-                 "# TYPE donto_embed_replicas gauge\n"
-                 "donto_embed_replicas{state=\"waiting\"} %zu\ndonto_embed_replicas{state=\"out\"} %zu\n",
-                 (unsigned long long)rc.agreed, (unsigned long long)rc.disagreed, (unsigned long long)rc.dropped,
-                 (unsigned long long)rc.stale, (unsigned long long)rc.refused, rc.waiting, rc.out);
-        char *both = malloc(strlen(text) + strlen(v) + 1);
-        if (both) strcat(strcpy(both, text), v);
-        free(text);
-        text = both;
+        donto_buf_printf(&out,
+                         "# HELP donto_embed_replicas_total Replicas (serve --replicate) since start, by outcome (agreed: "
+                         "every vote agreed; disagreed: some vote failed; no_quorum: dropped; to_verifier: no other token "
+                         "took it in time; refused: the set was full).\n# TYPE donto_embed_replicas_total counter\n"
+                         "donto_embed_replicas_total{outcome=\"agreed\"} %llu\n"
+                         "donto_embed_replicas_total{outcome=\"disagreed\"} %llu\n"
+                         "donto_embed_replicas_total{outcome=\"no_quorum\"} %llu\n"
+                         "donto_embed_replicas_total{outcome=\"to_verifier\"} %llu\n"
+                         "donto_embed_replicas_total{outcome=\"refused\"} %llu\n"
+                         "# HELP donto_embed_replicas Replicas now, waiting for a token or out to one.\n"
+                         "# TYPE donto_embed_replicas gauge\n"
+                         "donto_embed_replicas{state=\"waiting\"} %zu\ndonto_embed_replicas{state=\"out\"} %zu\n",
+                         (unsigned long long)rc.agreed, (unsigned long long)rc.disagreed, (unsigned long long)rc.dropped,
+                         (unsigned long long)rc.stale, (unsigned long long)rc.refused, rc.waiting, rc.out);
     }
+    if (ok) {
+        /* The sheaf models served by this process (sheaf_serve.c). */
+        sheaf_srv_stats ss;
+        sheaf_srv_stats_get(c->sheaf, &ss);
+        donto_buf_printf(&out,
+                         "# HELP donto_sheaf_requests_total Requests to POST /sheaf/infer and GET /sheaf/models "
+                         "past the token gate.\n# TYPE donto_sheaf_requests_total counter\n"
+                         "donto_sheaf_requests_total %llu\n"
+                         "# HELP donto_sheaf_errors_total Of those, answered with an error.\n"
+                         "# TYPE donto_sheaf_errors_total counter\ndonto_sheaf_errors_total %llu\n"
+                         "# HELP donto_sheaf_infer_rows_total Rows answered (nodes or query pairs).\n"
+                         "# TYPE donto_sheaf_infer_rows_total counter\ndonto_sheaf_infer_rows_total %llu\n"
+                         "# HELP donto_sheaf_model_loads_total Checkpoints loaded (a task's first request, an "
+                         "activation or a rollback).\n# TYPE donto_sheaf_model_loads_total counter\n"
+                         "donto_sheaf_model_loads_total %llu\n",
+                         ss.requests, ss.errors, ss.rows, ss.reloads);
+    }
+    text = ok ? donto_buf_take(&out) : NULL;
     /* The request counters are appended here: routes and statuses are ours. */
     size_t cap = 4096, len = 0;
     char *h = malloc(cap);

@@ -187,6 +187,29 @@ void donto_buf_put(donto_buf *b, const void *s, size_t n) {
     b->p[b->len] = 0;
 }
 void donto_buf_str(donto_buf *b, const char *s) { donto_buf_put(b, s, strlen(s)); }
+void donto_buf_printf(donto_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char small[256];
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof small) {
+        donto_buf_put(b, small, (size_t)n);
+        return;
+    }
+    donto_buf_put(b, "", 0); /* allocated */
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t cap = b->cap;
+        while (b->len + (size_t)n + 1 > cap) cap *= 2;
+        b->p = donto_xrealloc(b->p, cap);
+        b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
 char *donto_buf_take(donto_buf *b) {
     char *p = b->p ? b->p : donto_xstrdup("");
     *b = (donto_buf){0};
