@@ -1,11 +1,12 @@
 #!/bin/sh
 # donto-sheaf score end to end (docs/sheaf-serving.md "Scores"):
 #   sheafscore_cli.sh DONTO_SHEAF PYTHON SHEAF_REF_PY WORKDIR [pg]
-# Plants a substrate, exports it, trains tiny claim_score and arg_link models, registers
+# Plants a substrate, exports it, trains tiny claim_score, arg_link and identity models, registers
 # and activates them, scores: rows with probabilities in [0,1] summing to 1 per item; a
 # rerun scores nothing; after adding two claims and retracting one only those (and their
 # pairs / neighbours) are rescored; proposed arguments carry the sheaf: context and are not
-# in a new export; no active model -> exit 1; unknown task -> exit 2. With "pg": the same
+# in a new export; identity scores entity pairs not already joined by owl:sameAs; no active
+# model -> exit 1; unknown task -> exit 2. With "pg": the same
 # on $DONTO_TEST_PG_URL (scripts/pg-test-server).
 set -u
 B=$1 PY=$2 REF=$3 W=$4 MODE=${5:-sqlite}
@@ -88,5 +89,22 @@ for t in g["tasks"]:
             sys.exit("label %r" % p)
 print("  export: %d sheaf-written arguments filtered" % g["export"]["filtered"]["sheaf_written_arguments"])
 PY
+# identity: entity pairs, each not already joined by an identity statement
+"$B" export --db "$DB" --seed identity $X --out gi.json || exit 1
+"$B" train --data gi.json --task identity --epochs 5 --split 0 --checkpoint id.json >/dev/null 2>&1 || { echo "train id failed"; exit 1; }
+"$B" register id.json --db "$DB" --activate --reference "$REFCMD" >/dev/null || { echo "register id failed"; exit 1; }
+score --task identity --propose-min 1.1 >i1.json || { bad "score identity"; cat i1.json; }
+cat i1.json
+ni=$(field i1.json items)
+[ "$ni" -gt 0 ] && ok "identity: $ni entity pairs" || bad "identity items: $ni"
+[ "$(q "SELECT count(DISTINCT item || ' ' || item2) FROM donto_sheaf_score WHERE task = 'identity'")" = "$ni" ] \
+  && ok "identity: one set of rows per pair" || bad "identity: pairs in the table differ from items"
+bad_sum=$(q "SELECT count(*) FROM (SELECT item, item2, sum(probability) s FROM donto_sheaf_score WHERE task = 'identity' GROUP BY item, item2) t WHERE abs(s - 1) > 1e-5")
+[ "$bad_sum" = 0 ] && ok "identity probabilities sum to 1 per pair" || bad "identity sums: $bad_sum"
+not_ent=$(q "SELECT count(*) FROM donto_sheaf_score s WHERE task = 'identity' AND (item2 IS NULL OR item = item2 OR NOT EXISTS (SELECT 1 FROM donto_statement d WHERE d.subject = s.item OR d.object_iri = s.item) OR NOT EXISTS (SELECT 1 FROM donto_statement d WHERE d.subject = s.item2 OR d.object_iri = s.item2))")
+[ "$not_ent" = 0 ] && ok "identity items are pairs of two entities the substrate names" || bad "identity: $not_ent rows not entity pairs"
+joined=$(q "SELECT count(*) FROM donto_sheaf_score s JOIN donto_statement d ON d.predicate = 'owl:sameAs' AND ((d.subject = s.item AND d.object_iri = s.item2) OR (d.subject = s.item2 AND d.object_iri = s.item)) WHERE s.task = 'identity'")
+[ "$joined" = 0 ] && ok "no scored pair is already joined by owl:sameAs" || bad "identity: $joined scored pairs already joined"
+score --task identity >i2.json; [ "$(field i2.json items)" = 0 ] && ok "identity rerun: 0 items" || bad "identity rerun"
 [ $fail = 0 ] && echo "sheafscore_cli ($MODE): all ok" || echo "sheafscore_cli ($MODE): FAILED"
 exit $fail
