@@ -22,13 +22,12 @@
 
 #include "check.h"
 #include "cpu_isa.h"
+#include "isa_sets.h"
 #include "qgemm.h"
 
 /* The SIMD kernel sets this CPU runs (filled in main), and the cases each
  * has matched the portable path on. */
-static donto_isa g_sets[DONTO_ISA_N];
-static int g_nsets;
-static long g_same[DONTO_ISA_N];
+static isa_sets g_isa; /* the kernel sets run here (isa_sets.h) */
 
 static uint64_t rs = 88172645463325252ull;
 static double urand(void) {
@@ -184,13 +183,13 @@ static void run_case(int m, int n, int k, int ldx_pad, int ldy_pad, int use_bias
     CHECK(memcmp(P, p.Y, sizeof(float) * (size_t)m * p.ldy) == 0, "portable path differs (m=%d n=%d k=%d)", m, n, k);
     /* every kernel set the CPU runs: the same bits, padding untouched */
     float *S = malloc(sizeof(float) * (size_t)m * p.ldy);
-    for (int t = 0; t < g_nsets; t++) {
+    for (int t = 0; t < g_isa.n; t++) {
         for (size_t i = 0; i < (size_t)m * p.ldy; i++) S[i] = sentinel;
-        donto_qgemm_isa(p.X, m, k, p.ldx, &qw, bias, S, p.ldy, scratch + 1, nthreads, g_sets[t]);
+        donto_qgemm_isa(p.X, m, k, p.ldx, &qw, bias, S, p.ldy, scratch + 1, nthreads, g_isa.set[t]);
         const int same = memcmp(P, S, sizeof(float) * (size_t)m * p.ldy) == 0;
-        CHECK(same, "set %s differs from portable (m=%d n=%d k=%d thr=%d)", donto_isa_name(g_sets[t]), m, n, k,
+        CHECK(same, "set %s differs from portable (m=%d n=%d k=%d thr=%d)", donto_isa_name(g_isa.set[t]), m, n, k,
               nthreads);
-        g_same[g_sets[t]] += same;
+        g_isa.same[g_isa.set[t]] += same;
     }
     free(S);
     free(P);
@@ -286,13 +285,13 @@ static void test_threads_deterministic(void) {
     float *Y1 = malloc(sizeof(float) * (size_t)m * n), *Yt = malloc(sizeof(float) * (size_t)m * n);
     donto_qgemm_portable(p.X, m, k, k, &qw, p.bias, Y1, n, scratch, 1);
     const int threads[] = {1, 2, 3, 4, 7, 0};
-    for (int s = -1; s < g_nsets; s++)
+    for (int s = -1; s < g_isa.n; s++)
         for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
             memset(Yt, 0, sizeof(float) * (size_t)m * n);
             if (s < 0) donto_qgemm(p.X, m, k, k, &qw, p.bias, Yt, n, scratch, threads[t]);
-            else donto_qgemm_isa(p.X, m, k, k, &qw, p.bias, Yt, n, scratch, threads[t], g_sets[s]);
+            else donto_qgemm_isa(p.X, m, k, k, &qw, p.bias, Yt, n, scratch, threads[t], g_isa.set[s]);
             CHECK(memcmp(Y1, Yt, sizeof(float) * (size_t)m * n) == 0, "%s nthreads=%d differs from portable, 1 thread",
-                  s < 0 ? "auto" : donto_isa_name(g_sets[s]), threads[t]);
+                  s < 0 ? "auto" : donto_isa_name(g_isa.set[s]), threads[t]);
         }
     free(scratch);
     free(Y1);
@@ -327,10 +326,10 @@ static void test_extremes(void) {
     ref_qgemm(&p, p.bias, R);
     CHECK(memcmp(R, p.Y, sizeof(float) * (size_t)m * n) == 0, "extremes differ from reference");
     float *S = malloc(sizeof(float) * (size_t)m * n);
-    for (int t = 0; t < g_nsets; t++) {
-        donto_qgemm_isa(p.X, m, k, k, &qw, p.bias, S, n, scratch, 2, g_sets[t]);
+    for (int t = 0; t < g_isa.n; t++) {
+        donto_qgemm_isa(p.X, m, k, k, &qw, p.bias, S, n, scratch, 2, g_isa.set[t]);
         CHECK(memcmp(R, S, sizeof(float) * (size_t)m * n) == 0, "extremes: set %s differs from reference",
-              donto_isa_name(g_sets[t]));
+              donto_isa_name(g_isa.set[t]));
     }
     free(S);
     /* quantization is exact here, so only fp32 rounding remains */
@@ -428,19 +427,7 @@ static void test_fallback(void) {
 
 int main(void) {
     /* Which sets run here; a set that cannot is said and left out. */
-    char ran[128] = "", skipped[128] = "";
-    for (int s = DONTO_ISA_PORTABLE + 1; s < DONTO_ISA_N; s++) {
-        const char *name = donto_isa_name((donto_isa)s);
-        if (cpu_isa_supported((donto_isa)s)) {
-            g_sets[g_nsets++] = (donto_isa)s;
-            continue;
-        }
-        char miss[256];
-        cpu_isa_missing((donto_isa)s, miss, sizeof miss);
-        printf("SKIP %s: CPU lacks %s\n", name, miss);
-        snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), " %s", name);
-    }
-    fflush(stdout);
+    isa_sets_find(&g_isa);
     test_quant_row();
     test_init_errors();
     test_shapes();
@@ -449,11 +436,6 @@ int main(void) {
     test_encoder_shape_error();
     test_fallback();
     donto_qgemm(NULL, 0, 0, 0, NULL, NULL, NULL, 0, NULL, 1); /* m = 0: no-op (W unused) */
-    for (int t = 0; t < g_nsets; t++) {
-        CHECK(g_same[g_sets[t]] > 0, "set %s ran no case", donto_isa_name(g_sets[t]));
-        printf("set %s: %ld cases bit-identical to portable\n", donto_isa_name(g_sets[t]), g_same[g_sets[t]]);
-        snprintf(ran + strlen(ran), sizeof ran - strlen(ran), " %s", donto_isa_name(g_sets[t]));
-    }
-    printf("kernel sets run: portable%s; skipped:%s\n", ran, *skipped ? skipped : " none");
+    isa_sets_report(&g_isa, NULL);
     return check_report("test_qgemm");
 }

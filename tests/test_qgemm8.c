@@ -19,11 +19,10 @@
 
 #include "check.h"
 #include "cpu_isa.h"
+#include "isa_sets.h"
 #include "qgemm.h"
 
-static donto_isa g_sets[DONTO_ISA_N];
-static int g_nsets;
-static long g_same[DONTO_ISA_N];
+static isa_sets g_isa; /* the kernel sets run here (isa_sets.h) */
 
 static uint64_t rs = 0x2545F4914F6CDD1Dull;
 static double urand(void) {
@@ -132,13 +131,13 @@ static void run_case(int m, int n, int k, int ldx_pad, int ldy_pad, int use_bias
     donto_qgemm8_isa(X, m, k, ldx, &qw, use_bias ? bias : NULL, P, ldy, scratch + 3, nthreads, DONTO_ISA_PORTABLE);
     CHECK(memcmp(R, P, sizeof(float) * (size_t)m * ldy) == 0, "portable != reference m%d n%d k%d nout%d", m, n, k,
           nout);
-    for (int t = 0; t < g_nsets; t++) {
+    for (int t = 0; t < g_isa.n; t++) {
         for (size_t e = 0; e < (size_t)m * ldy; e++) Y[e] = -7.0f;
-        donto_qgemm8_isa(X, m, k, ldx, &qw, use_bias ? bias : NULL, Y, ldy, scratch + 3, nthreads, g_sets[t]);
+        donto_qgemm8_isa(X, m, k, ldx, &qw, use_bias ? bias : NULL, Y, ldy, scratch + 3, nthreads, g_isa.set[t]);
         int same = memcmp(P, Y, sizeof(float) * (size_t)m * ldy) == 0;
-        CHECK(same, "set %s != portable m%d n%d k%d nout%d threads %d", donto_isa_name(g_sets[t]), m, n, k, nout,
+        CHECK(same, "set %s != portable m%d n%d k%d nout%d threads %d", donto_isa_name(g_isa.set[t]), m, n, k, nout,
               nthreads);
-        g_same[g_sets[t]] += same;
+        g_isa.same[g_isa.set[t]] += same;
     }
     free(scratch);
     donto_qweight8_free(&qw);
@@ -238,29 +237,11 @@ static void test_init_errors(void) {
 }
 
 int main(void) {
-    char ran[128] = "", skipped[128] = "";
-    for (int s = DONTO_ISA_PORTABLE + 1; s < DONTO_ISA_N; s++) {
-        const char *name = donto_isa_name((donto_isa)s);
-        if (cpu_isa_supported((donto_isa)s)) {
-            g_sets[g_nsets++] = (donto_isa)s;
-            continue;
-        }
-        char miss[256];
-        cpu_isa_missing((donto_isa)s, miss, sizeof miss);
-        printf("SKIP %s: CPU lacks %s\n", name, miss);
-        snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), " %s", name);
-    }
-    fflush(stdout);
+    isa_sets_find(&g_isa);
     test_init_errors();
     test_shapes();
     test_extremes();
     test_error();
-    for (int t = 0; t < g_nsets; t++) {
-        CHECK(g_same[g_sets[t]] > 0, "set %s ran no case", donto_isa_name(g_sets[t]));
-        printf("set %s (%s): %ld cases bit-identical to portable\n", donto_isa_name(g_sets[t]),
-               donto_qgemm8_kernel_name(g_sets[t]), g_same[g_sets[t]]);
-        snprintf(ran + strlen(ran), sizeof ran - strlen(ran), " %s", donto_isa_name(g_sets[t]));
-    }
-    printf("kernel sets run: portable%s; skipped:%s\n", ran, *skipped ? skipped : " none");
+    isa_sets_report(&g_isa, donto_qgemm8_kernel_name);
     return check_report("test_qgemm8");
 }
