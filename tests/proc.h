@@ -58,4 +58,31 @@ static inline char *slurp(const char *path) {
     b[n] = 0;
     return b;
 }
+/* The database a test runs on: with pg, $DONTO_TEST_PG_URL (set by
+ * scripts/pg-test-server), else DIR/q.db. -1, with a message naming prog,
+ * when pg is asked for and the URL is not set. */
+static inline int test_db_url(const char *prog, int pg, const char *dir, char *out, size_t cap) {
+    if (!pg) {
+        snprintf(out, cap, "%s/q.db", dir);
+        return 0;
+    }
+    const char *url = getenv("DONTO_TEST_PG_URL");
+    if (!url) {
+        fprintf(stderr, "%s pg: DONTO_TEST_PG_URL not set (run through scripts/pg-test-server)\n", prog);
+        return -1;
+    }
+    snprintf(out, cap, "%s", url);
+    return 0;
+}
+
+/* Loopback only: no proxy from the environment may intercept the test's
+ * HTTP (libcurl in the test and in the children it starts). */
+static inline void loopback_only(void) {
+    unsetenv("http_proxy");
+    unsetenv("HTTP_PROXY");
+    unsetenv("all_proxy");
+    unsetenv("ALL_PROXY");
+    setenv("NO_PROXY", "127.0.0.1,localhost", 1);
+}
+
 #endif

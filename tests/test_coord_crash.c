@@ -452,16 +452,8 @@ int main(int argc, char **argv) {
     snprintf(g_dir, sizeof g_dir, "/tmp/donto-crash-XXXXXX");
     if (!mkdtemp(g_dir)) return 1;
     snprintf(g_log, sizeof g_log, "%s/serve.log", g_dir);
-    if (pg) {
-        const char *url = getenv("DONTO_TEST_PG_URL");
-        if (!url) {
-            fprintf(stderr, "test_coord_crash pg: DONTO_TEST_PG_URL not set (run through scripts/pg-test-server)\n");
-            return 1;
-        }
-        snprintf(g_db, sizeof g_db, "%s", url);
-    } else {
-        snprintf(g_db, sizeof g_db, "%s/q.db", g_dir);
-    }
+    if (test_db_url("test_coord_crash", pg, g_dir, g_db, sizeof g_db)) return 1;
+    loopback_only();
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char out[4096];
     char *mig[] = {g_exe, "migrate", "--db", g_db, NULL};

@@ -756,21 +756,8 @@ int main(int argc, char **argv) {
     snprintf(g_dir, sizeof g_dir, "/tmp/donto-trust-XXXXXX");
     if (!mkdtemp(g_dir)) return 1;
     snprintf(g_log, sizeof g_log, "%s/serve.log", g_dir);
-    if (g_pg) {
-        const char *url = getenv("DONTO_TEST_PG_URL");
-        if (!url) {
-            fprintf(stderr, "test_trust_e2e pg: DONTO_TEST_PG_URL not set (run through scripts/pg-test-server)\n");
-            return 1;
-        }
-        snprintf(g_db, sizeof g_db, "%s", url);
-    } else {
-        snprintf(g_db, sizeof g_db, "%s/q.db", g_dir);
-    }
-    unsetenv("http_proxy");
-    unsetenv("HTTP_PROXY");
-    unsetenv("all_proxy");
-    unsetenv("ALL_PROXY");
-    setenv("NO_PROXY", "127.0.0.1,localhost", 1);
+    if (test_db_url("test_trust_e2e", g_pg, g_dir, g_db, sizeof g_db)) return 1;
+    loopback_only();
     unsetenv("DONTO_EMBED_TOKEN");
     unsetenv("EMBED_N");
     unsetenv("EMBED_TARGET");

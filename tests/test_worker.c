@@ -453,6 +453,46 @@ static void check_vectors(int target, const char *prefix, int n) {
     unlink(out);
 }
 
+/* Recall reads what the fabric stored (fabric mode): for 5 items spread
+ * over the run whose texts are unique, `donto-embed recall --json` with the
+ * item's own text (same model, same store layout as serve: --vectors donto
+ * reads claims' embeddings from donto_vector) finds the item with a score
+ * of at least 0.999. */
+static char *read_all(const char *path);
+
+static void check_recall(const char *prefix, int n) {
+    char out[1400], kb[8] = "10";
+    snprintf(out, sizeof out, "%s/recall.json", g_dir);
+    int tried = 0, found = 0;
+    for (int pick = 0; pick < 5; pick++) {
+        int i = (int)((long long)(n - 1) * pick / 4), dup = 0;
+        for (int j = 0; j < n && !dup; j++) dup = j != i && !strcmp(g_texts[j], g_texts[i]);
+        if (dup) continue;
+        char want[48];
+        snprintf(want, sizeof want, g_donto ? "%s-%012d" : "%s-%05d", prefix, i);
+        char *argv[] = {g_exe, "recall", "--db", g_db, "--vectors", g_donto ? "donto" : "own", "--model", g_model,
+                        "--model-name", (char *)g_model_name, "-k", kb, "--threads", "2", "--json", g_texts[i], NULL};
+        CHECK(run(argv, out) == 0, "donto-embed recall exits 0 (see %s)", g_log);
+        char *s = read_all(out);
+        json_t *j = s ? json_loads(s, 0, NULL) : NULL, *hits = json_object_get(j, "hits");
+        double score = -2;
+        for (size_t h = 0; h < json_array_size(hits); h++) {
+            json_t *o = json_array_get(hits, h);
+            const char *id = json_string_value(json_object_get(o, "item_id"));
+            if (id && !strcmp(id, want)) score = json_real_value(json_object_get(o, "score"));
+        }
+        CHECK(score >= 0.999, "recall of item %d's own text: %s %s (score %.5f; %zu hits)", i, want,
+              score < -1 ? "not among the hits" : "found", score, json_array_size(hits));
+        found += score >= 0.999;
+        json_decref(j);
+        free(s);
+        tried++;
+    }
+    CHECK(tried >= 3, "only %d of 5 picked items have unique texts", tried);
+    fprintf(stderr, "-- recall (--vectors %s) finds %d of %d items by their own texts, score >= 0.999\n",
+            g_donto ? "donto" : "own", found, tried);
+}
+
 /* ---- (a) 3 workers, one killed, the coordinator restarted ---------------- */
 
 static void case_pipeline(void) {
@@ -496,6 +536,7 @@ static void case_pipeline(void) {
     int64_t sum = contributor_sum("w-a");
     CHECK(sum == N, "contributors' totals sum to %lld, want %d (a duplicate or a loss)", (long long)sum, N);
     check_vectors(DONTO_TARGET_CLAIM, prefix, N);
+    if (g_texts) check_recall(prefix, N);
     fprintf(stderr, "-- (a) %d items: w-a0 killed at %lld, coordinator restarted at %lld, exactly once\n", N,
             (long long)at_kill, (long long)at_restart);
 }
@@ -1160,22 +1201,8 @@ int main(int argc, char **argv) {
     snprintf(g_log, sizeof g_log, "%s/serve.log", g_dir);
     snprintf(g_model, sizeof g_model, "%s/model", g_dir);
     snprintf(g_tokfile, sizeof g_tokfile, "%s/token", g_dir);
-    if (g_pg) {
-        const char *url = getenv("DONTO_TEST_PG_URL");
-        if (!url) {
-            fprintf(stderr, "test_worker pg: DONTO_TEST_PG_URL not set (run through scripts/pg-test-server)\n");
-            return 1;
-        }
-        snprintf(g_db, sizeof g_db, "%s", url);
-    } else {
-        snprintf(g_db, sizeof g_db, "%s/q.db", g_dir);
-    }
-    /* Loopback only: no proxy may intercept. */
-    unsetenv("http_proxy");
-    unsetenv("HTTP_PROXY");
-    unsetenv("all_proxy");
-    unsetenv("ALL_PROXY");
-    setenv("NO_PROXY", "127.0.0.1,localhost", 1);
+    if (test_db_url("test_worker", g_pg, g_dir, g_db, sizeof g_db)) return 1;
+    loopback_only();
     unsetenv("EMBED_N");
     unsetenv("EMBED_TARGET");
     unsetenv("EMBED_BATCH");
