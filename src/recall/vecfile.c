@@ -163,6 +163,17 @@ void donto_vecfile_drop(const donto_vecfile *v, size_t from, size_t n) {
     if (b > a) madvise((char *)v->map + a, b - a, MADV_DONTNEED);
 }
 
+void donto_vecfile_prefetch(const donto_vecfile *v, const int64_t *rows, size_t n) {
+    if (!v || !v->map) return;
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE), row = (size_t)v->dim * sizeof(float);
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i] < 0 || (size_t)rows[i] >= v->n) continue;
+        size_t a = DONTO_VECFILE_HEADER + (size_t)rows[i] * row, b = a + row;
+        a = a / pg * pg;
+        madvise((char *)v->map + a, b - a, MADV_WILLNEED);
+    }
+}
+
 void donto_vecfile_free(donto_vecfile *v) {
     if (!v) return;
     if (v->map) munmap(v->map, v->maplen);
