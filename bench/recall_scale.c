@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -92,6 +93,9 @@ typedef struct {
     char desc[160];
 } result;
 
+static int g_cold;           /* --cold: evict the vector file from the page cache before the queries */
+static const char *g_index; /* --index FILE: load the big set's index from FILE, or save it there */
+
 /* One set: rows come from gen (or, gen == NULL, from real [n, d]); queries
  * q [nq, d]. The vector file goes to path. */
 static result run_set(const char *name, const gen_t *gen, const float *real, size_t n, int d, const float *q,
@@ -123,9 +127,26 @@ static result run_set(const char *name, const gen_t *gen, const float *real, siz
             donto_now() - t0);
     donto_ann *a;
     t0 = donto_now();
-    if (donto_ann_build_file(vf, o, &a, &err)) die("build", &err);
+    /* --index FILE: the index of the big set is loaded from FILE when it
+     * exists (the data are deterministic: same --n, --sigma, --seed), else
+     * built and saved there, so its queries can be run again without a
+     * rebuild (an hour and a half at 10M). build_s is then the load's. */
+    int load = g_index && gen && n > 100000 && access(g_index, R_OK) == 0;
+    if (load) {
+        if (donto_ann_load(g_index, d, o, &a, &err) || donto_ann_attach(a, vf, &err)) die(g_index, &err);
+        fprintf(stderr, "[%s] index loaded from %s (not built)\n", name, g_index);
+    } else if (donto_ann_build_file(vf, o, &a, &err)) {
+        die("build", &err);
+    }
     res.build_s = donto_now() - t0;
+    if (g_index && gen && n > 100000 && !load && donto_ann_save(a, g_index, &err)) die(g_index, &err);
     res.bytes = donto_ann_memory(a);
+    if (g_cold) { /* the float32 rows out of memory: a file larger than RAM, as at 42M */
+        donto_vecfile_drop(vf, 0, n);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0 || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)) fprintf(stderr, "--cold: %s: not evicted\n", path);
+        if (fd >= 0) close(fd);
+    }
     char *list = donto_xstrdup(sweep ? sweep : "");
     const char *def = o->search ? o->search : "";
     for (char *tok = strtok(list, ";");; tok = strtok(NULL, ";")) {
@@ -188,6 +209,8 @@ int main(int argc, char **argv) {
         else if (ARG("--search")) o.search = v;
         else if (ARG("--sweep")) sweep = v;
         else if (ARG("--rerank")) o.rerank = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--cold")) g_cold = 1;
+        else if (ARG("--index")) g_index = v;
         else if (ARG("--memory-gb")) o.memory_gb = strtod(v, NULL);
         else if (ARG("--threads")) o.threads = atoi(v);
         else if (!strcmp(a, "--no-check")) check = 0;
