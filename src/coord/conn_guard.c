@@ -590,49 +590,31 @@ void conn_guard_stats(conn_guard *g, donto_coord_conn_stats *out) {
     pthread_mutex_unlock(&g->mu);
 }
 
-char *conn_guard_metrics(conn_guard *g, char *h, size_t *len, size_t *cap) {
-    if (!h || !g) return h;
+void conn_guard_metrics(conn_guard *g, donto_buf *out) {
+    if (!g) return;
     donto_coord_conn_stats s;
     conn_guard_stats(g, &s);
-    for (;;) {
-        int n = snprintf(
-            h + *len, *cap - *len,
-            "# HELP donto_embed_connections_open Client connections held now.\n"
-            "# TYPE donto_embed_connections_open gauge\ndonto_embed_connections_open %llu\n"
-            "# HELP donto_embed_connections_max The connection limit in force (--max-connections).\n"
-            "# TYPE donto_embed_connections_max gauge\ndonto_embed_connections_max %u\n"
-            "# HELP donto_embed_connections_accepted_total Connections admitted.\n"
-            "# TYPE donto_embed_connections_accepted_total counter\ndonto_embed_connections_accepted_total %llu\n"
-            "# HELP donto_embed_connections_refused_total Connections refused at a limit with nothing to evict.\n"
-            "# TYPE donto_embed_connections_refused_total counter\ndonto_embed_connections_refused_total %llu\n"
-            "# HELP donto_embed_connections_evicted_total Connections waiting for headers or idle, closed to admit "
-            "a newer one.\n# TYPE donto_embed_connections_evicted_total counter\n"
-            "donto_embed_connections_evicted_total{limit=\"per_ip\"} %llu\n"
-            "donto_embed_connections_evicted_total{limit=\"max_connections\"} %llu\n"
-            "# HELP donto_embed_connections_timed_out_total Connections closed by a deadline, by phase.\n"
-            "# TYPE donto_embed_connections_timed_out_total counter\n"
-            "donto_embed_connections_timed_out_total{phase=\"headers\"} %llu\n"
-            "donto_embed_connections_timed_out_total{phase=\"body\"} %llu\n"
-            "donto_embed_connections_timed_out_total{phase=\"idle\"} %llu\n"
-            "# HELP donto_embed_connections_peer_closed_total Waiting connections the client had closed, let go "
-            "before their deadline.\n# TYPE donto_embed_connections_peer_closed_total counter\n"
-            "donto_embed_connections_peer_closed_total %llu\n",
-            s.open, s.max_connections, s.accepted, s.refused, s.evicted_per_ip, s.evicted_full, s.timeout_headers,
-            s.timeout_body, s.timeout_idle, s.peer_closed);
-        if (n < 0) {
-            free(h);
-            return NULL;
-        }
-        if ((size_t)n < *cap - *len) {
-            *len += (size_t)n;
-            return h;
-        }
-        char *b = realloc(h, *cap * 2 + (size_t)n);
-        if (!b) {
-            free(h);
-            return NULL;
-        }
-        h = b;
-        *cap = *cap * 2 + (size_t)n;
-    }
+    donto_buf_printf(out,
+                     "# HELP donto_embed_connections_open Client connections held now.\n"
+                     "# TYPE donto_embed_connections_open gauge\ndonto_embed_connections_open %llu\n"
+                     "# HELP donto_embed_connections_max The connection limit in force (--max-connections).\n"
+                     "# TYPE donto_embed_connections_max gauge\ndonto_embed_connections_max %u\n"
+                     "# HELP donto_embed_connections_accepted_total Connections admitted.\n"
+                     "# TYPE donto_embed_connections_accepted_total counter\ndonto_embed_connections_accepted_total %llu\n"
+                     "# HELP donto_embed_connections_refused_total Connections refused at a limit with nothing to evict.\n"
+                     "# TYPE donto_embed_connections_refused_total counter\ndonto_embed_connections_refused_total %llu\n"
+                     "# HELP donto_embed_connections_evicted_total Connections waiting for headers or idle, closed to admit "
+                     "a newer one.\n# TYPE donto_embed_connections_evicted_total counter\n"
+                     "donto_embed_connections_evicted_total{limit=\"per_ip\"} %llu\n"
+                     "donto_embed_connections_evicted_total{limit=\"max_connections\"} %llu\n"
+                     "# HELP donto_embed_connections_timed_out_total Connections closed by a deadline, by phase.\n"
+                     "# TYPE donto_embed_connections_timed_out_total counter\n"
+                     "donto_embed_connections_timed_out_total{phase=\"headers\"} %llu\n"
+                     "donto_embed_connections_timed_out_total{phase=\"body\"} %llu\n"
+                     "donto_embed_connections_timed_out_total{phase=\"idle\"} %llu\n"
+                     "# HELP donto_embed_connections_peer_closed_total Waiting connections the client had closed, let go "
+                     "before their deadline.\n# TYPE donto_embed_connections_peer_closed_total counter\n"
+                     "donto_embed_connections_peer_closed_total %llu\n",
+                     s.open, s.max_connections, s.accepted, s.refused, s.evicted_per_ip, s.evicted_full, s.timeout_headers,
+                     s.timeout_body, s.timeout_idle, s.peer_closed);
 }

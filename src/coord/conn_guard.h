@@ -18,6 +18,7 @@
 #include <microhttpd.h>
 
 #include "donto/coord.h"
+#include "donto/util.h"
 
 typedef struct conn_guard conn_guard;
 
@@ -51,8 +52,7 @@ void conn_guard_request_done(conn_guard *g, struct MHD_Connection *conn);
 /* The counters; zeros for NULL. */
 void conn_guard_stats(conn_guard *g, donto_coord_conn_stats *out);
 
-/* Append the counters in Prometheus text format to the heap buffer *h
- * (*len bytes used of *cap), growing it; on failure *h is freed and NULL. */
-char *conn_guard_metrics(conn_guard *g, char *h, size_t *len, size_t *cap);
+/* Append the counters to out in Prometheus text format. */
+void conn_guard_metrics(conn_guard *g, donto_buf *out);
 
 #endif

@@ -1191,46 +1191,24 @@ static answer do_metrics(donto_coord *c, donto_store *s) {
                          "donto_sheaf_model_loads_total %llu\n",
                          ss.requests, ss.errors, ss.rows, ss.reloads);
     }
-    text = ok ? donto_buf_take(&out) : NULL;
-    /* The request counters are appended here: routes and statuses are ours. */
-    size_t cap = 4096, len = 0;
-    char *h = malloc(cap);
-    if (h) {
-        len += (size_t)snprintf(h, cap,
-                                "# HELP donto_embed_http_responses_total Answers sent by this coordinator, by route "
-                                "and status.\n# TYPE donto_embed_http_responses_total counter\n");
-        for (int r = 0; r <= R_N && h; r++)
+    answer a = {500, NULL, NULL, 0};
+    if (ok) {
+        /* The request counters: routes and statuses are ours. */
+        donto_buf_str(&out, "# HELP donto_embed_http_responses_total Answers sent by this coordinator, by route "
+                            "and status.\n# TYPE donto_embed_http_responses_total counter\n");
+        for (int r = 0; r <= R_N; r++)
             for (size_t k = 0; k < N_STATUS; k++) {
                 if (!hits[r][k]) continue;
                 char code[16];
                 if (k + 1 < N_STATUS) snprintf(code, sizeof code, "%u", k_statuses[k]);
                 else snprintf(code, sizeof code, "other");
-                if (cap - len < 160) {
-                    char *g = realloc(h, cap * 2);
-                    if (!g) {
-                        free(h);
-                        h = NULL;
-                        break;
-                    }
-                    h = g, cap *= 2;
-                }
-                len += (size_t)snprintf(h + len, cap - len, "donto_embed_http_responses_total{route=\"%s\",code=\"%s\"} %llu\n",
-                                        r < R_N ? k_routes[r].path + 1 : "none", code, hits[r][k]);
+                donto_buf_printf(&out, "donto_embed_http_responses_total{route=\"%s\",code=\"%s\"} %llu\n",
+                                 r < R_N ? k_routes[r].path + 1 : "none", code, hits[r][k]);
             }
+        conn_guard_metrics(c->guard, &out);
+        a = (answer){200, donto_buf_take(&out), "text/plain; version=0.0.4; charset=utf-8", 0};
     }
-    h = conn_guard_metrics(c->guard, h, &len, &cap);
-    answer a = {500, NULL, NULL, 0};
-    if (text && h) {
-        size_t tl = strlen(text);
-        char *all = malloc(tl + len + 1);
-        if (all) {
-            memcpy(all, text, tl);
-            memcpy(all + tl, h, len + 1);
-            a = (answer){200, all, "text/plain; version=0.0.4; charset=utf-8", 0};
-        }
-    }
-    free(text);
-    free(h);
+    donto_buf_free(&out);
     donto_contributor_list_free(con, ncon);
     return a;
 }

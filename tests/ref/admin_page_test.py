@@ -177,6 +177,13 @@ def check_metrics(base, tok_a, tok_w, stats):
     submits = 3 if "verify" in stats else 2
     check(m.get(("donto_embed_http_responses_total", frozenset({"route": "submit", "code": "200"}.items()))) == submits,
           "metrics: request counter for submits")
+    # The connection guard's section (conn_guard_metrics): this request's
+    # connection is open and was admitted, the limit is the default's.
+    check((m.get(("donto_embed_connections_open", frozenset())) or 0) >= 1, "metrics: connections open")
+    check((m.get(("donto_embed_connections_accepted_total", frozenset())) or 0) >= 2, "metrics: connections accepted")
+    check((m.get(("donto_embed_connections_max", frozenset())) or 0) > 0, "metrics: connection limit")
+    check(("donto_embed_connections_timed_out_total", frozenset({"phase": "body"}.items())) in m,
+          "metrics: timed-out counter by phase")
 
 
 def check_page(url, base, tok_a, tok_w, out_dir, timeout_ms):
