@@ -153,23 +153,35 @@ const float *donto_vecfile_rows(const donto_vecfile *v) {
 size_t donto_vecfile_n(const donto_vecfile *v) { return v ? v->n : 0; }
 int donto_vecfile_dim(const donto_vecfile *v) { return v ? v->dim : 0; }
 
+/* The byte range [*a, *b) of the mapping that holds rows [from, from+n),
+ * widened (out = 1) to whole pages around it, or narrowed (out = 0) to the
+ * whole pages inside it; *b <= *a when none is. */
+static void row_span(const donto_vecfile *v, size_t from, size_t n, int out, size_t *a, size_t *b) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE), row = (size_t)v->dim * sizeof(float);
+    *a = DONTO_VECFILE_HEADER + from * row;
+    *b = *a + n * row;
+    if (out) {
+        *a = *a / pg * pg;
+        *b = (*b + pg - 1) / pg * pg;
+    } else {
+        *a = (*a + pg - 1) / pg * pg;
+        *b = *b / pg * pg;
+    }
+}
+
 void donto_vecfile_drop(const donto_vecfile *v, size_t from, size_t n) {
     if (!v || !v->map || !n) return;
-    long pg = sysconf(_SC_PAGESIZE);
-    size_t a = DONTO_VECFILE_HEADER + from * (size_t)v->dim * sizeof(float);
-    size_t b = a + n * (size_t)v->dim * sizeof(float);
-    a = (a + (size_t)pg - 1) / (size_t)pg * (size_t)pg; /* whole pages inside the range only */
-    b = b / (size_t)pg * (size_t)pg;
+    size_t a, b;
+    row_span(v, from, n, 0, &a, &b); /* a page shared with rows outside stays */
     if (b > a) madvise((char *)v->map + a, b - a, MADV_DONTNEED);
 }
 
 void donto_vecfile_prefetch(const donto_vecfile *v, const int64_t *rows, size_t n) {
     if (!v || !v->map) return;
-    const size_t pg = (size_t)sysconf(_SC_PAGESIZE), row = (size_t)v->dim * sizeof(float);
     for (size_t i = 0; i < n; i++) {
         if (rows[i] < 0 || (size_t)rows[i] >= v->n) continue;
-        size_t a = DONTO_VECFILE_HEADER + (size_t)rows[i] * row, b = a + row;
-        a = a / pg * pg;
+        size_t a, b;
+        row_span(v, (size_t)rows[i], 1, 1, &a, &b);
         madvise((char *)v->map + a, b - a, MADV_WILLNEED);
     }
 }
