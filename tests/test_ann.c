@@ -269,6 +269,63 @@ out:
     free(centres), free(x), free(q);
 }
 
+/* Two answers of k agree: the scores rank for rank within tol, and every
+ * label of a is in b unless it ties b's last score (equal scores may come
+ * in either order; the sums are rounded in a different order). */
+static int same_answer(const int64_t *la, const float *sa, const int64_t *lb, const float *sb, int k, double tol) {
+    for (int j = 0; j < k; j++) {
+        if (fabs((double)sa[j] - sb[j]) > tol) return 0;
+        int in = 0;
+        for (int m = 0; m < k && !in; m++) in = la[j] == lb[m];
+        if (!in && fabs((double)sa[j] - sb[k - 1]) > tol) return 0;
+    }
+    return 1;
+}
+
+/* A small search (fewer queries than FAISS's BLAS threshold of 20) takes
+ * ann.cpp's own coarse step, and on IVF-PQ its own scan; a batch of 40
+ * takes FAISS's. Both must give the same answers, query by query, for
+ * IVF-Flat and IVF-PQ (M = 8, and M = 12: not a multiple of the scan's 8
+ * chains), at a few probes (where the choice of lists matters) and at more
+ * probes than lists (clamped; then the scan is split over the threads). */
+static void test_small_search(void) {
+    enum { D = 48, NC = 40, NQ = 40, K = 10 };
+    const size_t n = 10000; /* > 8192: all probes split the scan over the team */
+    float *centres = malloc(NC * D * sizeof *centres);
+    for (int i = 0; i < NC * D; i++) centres[i] = gauss();
+    for (int i = 0; i < NC; i++) normalise(centres + i * D, D);
+    float *x = clustered(n, D, NC, 0.3f, centres);
+    float *q = clustered(NQ, D, NC, 0.3f, centres);
+    const char *kinds[] = {"IVF64,Flat", "IVF64,PQ8", "IVF64,PQ12"}, *probes[] = {"nprobe=3", "nprobe=100"};
+    for (size_t t = 0; t < sizeof kinds / sizeof *kinds; t++) {
+        donto_err err = {0};
+        donto_ann_opts o;
+        donto_ann_default_opts(&o);
+        o.kind = kinds[t];
+        donto_ann *a = NULL;
+        CHECK(donto_ann_build(D, x, n, &o, &a, &err) == 0, "%s: %s", kinds[t], err.msg);
+        if (!a) continue;
+        for (size_t p = 0; p < 2; p++) {
+            CHECK(donto_ann_set_search(a, probes[p], &err) == 0, "%s", err.msg);
+            float bs[NQ * K], os[K];
+            int64_t bl[NQ * K], ol[K];
+            CHECK(donto_ann_search(a, q, NQ, K, bs, bl, &err) == 0, "batch: %s", err.msg);
+            size_t same = 0;
+            double worst = 0;
+            for (size_t i = 0; i < NQ; i++) {
+                CHECK(donto_ann_search(a, q + i * D, 1, K, os, ol, &err) == 0, "one: %s", err.msg);
+                same += same_answer(ol, os, bl + i * K, bs + i * K, K, 1e-5);
+                for (int j = 0; j < K; j++)
+                    if (fabs((double)os[j] - bs[i * K + j]) > worst) worst = fabs((double)os[j] - bs[i * K + j]);
+            }
+            CHECK(same == NQ, "%s %s: one at a time agrees with the batch on %zu of %d queries "
+                  "(largest score difference %.2g)", kinds[t], probes[p], same, NQ, worst);
+        }
+        donto_ann_free(a);
+    }
+    free(centres), free(x), free(q);
+}
+
 /* "auto" by size and by the memory bound; retraining on growth. */
 static void test_choose(void) {
     char kind[128];
@@ -321,6 +378,7 @@ int main(void) {
     test_kind("IVF64,Flat", "nprobe=16", 0.90);
     test_errors();
     test_compressed();
+    test_small_search();
     test_choose();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);

@@ -16,6 +16,9 @@
 #include <faiss/impl/io.h>
 #include <faiss/index_factory.h>
 #include <faiss/index_io.h>
+#include <faiss/utils/Heap.h>
+#include <faiss/utils/distances.h>
+#include <faiss/invlists/InvertedLists.h>
 #include <omp.h>
 
 #include <cerrno>
@@ -394,6 +397,154 @@ void rerank(const donto_ann *a, const float *q, size_t nq, size_t kc, const int6
     }
 }
 
+// The scan of one query's probed lists in an IVF-PQ index of 8-bit codes
+// with the inner-product metric (what "auto" builds above
+// DONTO_ANN_FLAT_MAX): score = centroid score (by_residual) + the sum over
+// the M sub-quantisers of the query's table entry for the code's byte,
+// the k best kept in FAISS's heap. FAISS's own scanner sums the M entries
+// in one dependent chain, ~4 cycles an add (M = 96: ~380 cycles a code;
+// 78k codes at 10M vectors, 128 probes), and Debian's build has no SIMD
+// variant of it. Here eight chains. The probed lists are split over the
+// team by their code counts (FAISS splits them by number), each thread
+// keeps its own heap, and the heaps are merged. The answers are FAISS's up
+// to float rounding of the sums (test_ann compares both). Null when the
+// index is not one it can serve (nbits != 8, L2, polysemous filtering, a
+// code budget): FAISS's own scan runs then.
+const faiss::IndexIVFPQ *own_scan(const faiss::IndexIVF *ivf) {
+    auto *pq = dynamic_cast<const faiss::IndexIVFPQ *>(ivf);
+    if (!pq || pq->pq.nbits != 8 || pq->metric_type != faiss::METRIC_INNER_PRODUCT || pq->polysemous_ht ||
+        ivf->max_codes || pq->code_size != pq->pq.M)
+        return nullptr;
+    return pq;
+}
+
+// Sum of lut[m][code[m]] over m < M, lut [M, 256]: eight independent chains.
+inline float pq_sum(const float *lut, const uint8_t *code, size_t M) {
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t m = 0;
+    for (; m + 8 <= M; m += 8, lut += 8 * 256)
+        for (size_t j = 0; j < 8; j++) s[j] += lut[j * 256 + code[m + j]];
+    for (size_t j = 0; m < M; m++, j++, lut += 256) s[j] += lut[code[m]];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+void scan_pq(const faiss::IndexIVFPQ *ivf, const float *q, const faiss::Index::idx_t *lists, const float *cdis,
+             size_t np, size_t k, float *dis, faiss::Index::idx_t *lab) {
+    using idx_t = faiss::Index::idx_t;
+    using C = faiss::CMin<float, idx_t>;  // keeps the largest: its top is the smallest kept
+    const size_t M = ivf->pq.M;
+    std::vector<float> lut(M * 256);
+    ivf->pq.compute_inner_prod_table(q, lut.data());
+    const faiss::InvertedLists *il = ivf->invlists;
+    // Split the probed lists into nt runs of about equal code counts.
+    std::vector<size_t> sz(np);
+    size_t total = 0;
+    for (size_t j = 0; j < np; j++) total += sz[j] = lists[j] < 0 ? 0 : il->list_size(static_cast<size_t>(lists[j]));
+    int nt = omp_get_max_threads();
+    if (nt < 1 || total < 8192) nt = 1;  // a small scan: not worth waking the team
+    std::vector<size_t> cut(static_cast<size_t>(nt) + 1, np);
+    cut[0] = 0;
+    for (size_t j = 0, acc = 0, t = 1; j < np && t < static_cast<size_t>(nt); j++) {
+        acc += sz[j];
+        if (acc * static_cast<size_t>(nt) >= total * t) cut[t++] = j + 1;
+    }
+    std::vector<float> hd(static_cast<size_t>(nt) * k);
+    std::vector<idx_t> hi(static_cast<size_t>(nt) * k);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        size_t t = static_cast<size_t>(omp_get_thread_num());
+        float *D = hd.data() + t * k;
+        idx_t *I = hi.data() + t * k;
+        faiss::heap_heapify<C>(k, D, I);
+        for (size_t j = cut[t]; j < cut[t + 1]; j++) {
+            if (!sz[j]) continue;
+            size_t list = static_cast<size_t>(lists[j]);
+            faiss::InvertedLists::ScopedCodes codes(il, list);
+            faiss::InvertedLists::ScopedIds ids(il, list);
+            const float dis0 = ivf->by_residual ? cdis[j] : 0.0f;
+            const uint8_t *c = codes.get();
+            for (size_t r = 0; r < sz[j]; r++, c += M) {
+                float v = dis0 + pq_sum(lut.data(), c, M);
+                if (C::cmp(D[0], v)) faiss::heap_replace_top<C>(k, D, I, v, ids.get()[r]);
+            }
+        }
+    }
+    for (size_t t = 1; t < static_cast<size_t>(nt); t++)  // merge into thread 0's heap
+        for (size_t j = 0; j < k; j++)
+            if (hi[t * k + j] >= 0 && C::cmp(hd[0], hd[t * k + j]))
+                faiss::heap_replace_top<C>(k, hd.data(), hi.data(), hd[t * k + j], hi[t * k + j]);
+    faiss::heap_reorder<C>(k, hd.data(), hi.data());
+    std::copy(hd.begin(), hd.begin() + static_cast<std::ptrdiff_t>(k), dis);
+    std::copy(hi.begin(), hi.begin() + static_cast<std::ptrdiff_t>(k), lab);
+}
+
+// The coarse step of a small search (fewer queries than FAISS's BLAS
+// threshold; recall asks one at a time): the nprobe lists whose centroids
+// have the largest inner product with each query, then FAISS's own scan of
+// those lists (search_preassigned, same parallel mode). FAISS's coarse step
+// (IndexFlatIP::search) runs a small search on one thread, and Debian
+// builds FAISS for baseline x86-64, where fvec_inner_product is the scalar
+// reference loop: 6% of a 1M query's samples over 4096 centroids (`perf`),
+// and 16384 x 384 multiply-adds, a dependent chain, per query at 10M. Here
+// the dot products are vectorised (omp simd) and split over the team. The
+// lists and their order are FAISS's, up to float rounding: ties in the
+// centroid score go to the lower list number. False when the index is not
+// an IVF over a flat inner-product quantiser: FAISS's own search runs then.
+bool search_small(const faiss::Index *idx, size_t nq, const float *q, size_t k, float *dis,
+                  faiss::Index::idx_t *lab) {
+    using idx_t = faiss::Index::idx_t;
+    auto *ivf = dynamic_cast<const faiss::IndexIVF *>(idx);
+    if (!ivf || nq == 0 || nq >= static_cast<size_t>(faiss::distance_compute_blas_threshold)) return false;
+    // index_factory's quantiser is an IndexFlat with the IP metric,
+    // read_index's an IndexFlatIP: both are IndexFlat.
+    auto *flat = dynamic_cast<const faiss::IndexFlat *>(ivf->quantizer);
+    if (!flat || flat->metric_type != faiss::METRIC_INNER_PRODUCT || ivf->metric_type != faiss::METRIC_INNER_PRODUCT ||
+        flat->ntotal != static_cast<idx_t>(ivf->nlist))
+        return false;
+    const size_t nlist = ivf->nlist, d = static_cast<size_t>(ivf->d), np = std::min<size_t>(ivf->nprobe, nlist);
+    if (!np) return false;
+    const float *cen = flat->get_xb();
+    std::vector<float> sc(nq * nlist);  // [nq, nlist]
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < static_cast<int64_t>(nlist); j++) {
+        const float *c = cen + static_cast<size_t>(j) * d;
+        for (size_t i = 0; i < nq; i++) {
+            const float *qi = q + i * d;
+            float s = 0;
+#pragma omp simd reduction(+ : s)
+            for (size_t m = 0; m < d; m++) s += qi[m] * c[m];
+            sc[i * nlist + static_cast<size_t>(j)] = s;
+        }
+    }
+    std::vector<idx_t> assign(nq * np), ord(nlist);
+    std::vector<float> cdis(nq * np);
+    for (size_t i = 0; i < nq; i++) {
+        const float *si = sc.data() + i * nlist;
+        for (size_t j = 0; j < nlist; j++) ord[j] = static_cast<idx_t>(j);
+        std::partial_sort(ord.begin(), ord.begin() + static_cast<std::ptrdiff_t>(np), ord.end(),
+                          [si](idx_t x, idx_t y) { return si[x] > si[y] || (si[x] == si[y] && x < y); });
+        for (size_t j = 0; j < np; j++) assign[i * np + j] = ord[j], cdis[i * np + j] = si[ord[j]];
+    }
+    if (const faiss::IndexIVFPQ *pq = own_scan(ivf)) {
+        for (size_t i = 0; i < nq; i++)
+            scan_pq(pq, q + i * d, assign.data() + i * np, cdis.data() + i * np, np, k, dis + i * k, lab + i * k);
+        return true;
+    }
+    faiss::SearchParametersIVF sp;
+    sp.nprobe = np;
+    sp.max_codes = ivf->max_codes;
+    ivf->search_preassigned(static_cast<idx_t>(nq), q, static_cast<idx_t>(k), assign.data(), cdis.data(), dis, lab,
+                            false, &sp);
+    return true;
+}
+
+// The index's k best for each query: search_small when it applies, else
+// FAISS's own search.
+void index_search(const faiss::Index *idx, size_t nq, const float *q, size_t k, float *dis, faiss::Index::idx_t *lab) {
+    if (search_small(idx, nq, q, k, dis, lab)) return;
+    idx->search(static_cast<faiss::Index::idx_t>(nq), q, static_cast<faiss::Index::idx_t>(k), dis, lab);
+}
+
 // Run f with OpenMP limited to `threads` in this thread (0: unchanged),
 // restoring the caller's setting afterwards: the setting is per-thread
 // state and the caller's own OpenMP code (the encoder) must not see it.
@@ -581,13 +732,11 @@ int donto_ann_search(const donto_ann *a, const float *q, size_t nq, size_t k, fl
             size_t kc = a->rerank;
             std::vector<float> cs(nq * kc);
             std::vector<faiss::Index::idx_t> cl(nq * kc);
-            a->idx->search(static_cast<faiss::Index::idx_t>(nq), q, static_cast<faiss::Index::idx_t>(kc), cs.data(),
-                           cl.data());
+            index_search(a->idx.get(), nq, q, kc, cs.data(), cl.data());
             rerank(a, q, nq, kc, reinterpret_cast<const int64_t *>(cl.data()), k, scores, labels);
             return 0;
         }
-        a->idx->search(static_cast<faiss::Index::idx_t>(nq), q, static_cast<faiss::Index::idx_t>(k), scores,
-                       reinterpret_cast<faiss::Index::idx_t *>(labels));
+        index_search(a->idx.get(), nq, q, k, scores, reinterpret_cast<faiss::Index::idx_t *>(labels));
         if (a->rows) {  // lossy, rerank <= k: still give exact scores
             std::vector<int64_t> c(labels, labels + nq * k);
             rerank(a, q, nq, k, c.data(), k, scores, labels);
