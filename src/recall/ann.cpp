@@ -450,25 +450,32 @@ void scan_pq(const faiss::IndexIVFPQ *ivf, const float *q, const faiss::Index::i
     }
     std::vector<float> hd(static_cast<size_t>(nt) * k);
     std::vector<idx_t> hi(static_cast<size_t>(nt) * k);
+    std::exception_ptr thrown;  // nothing may leave an OpenMP region: kept, rethrown after
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         size_t t = static_cast<size_t>(omp_get_thread_num());
         float *D = hd.data() + t * k;
         idx_t *I = hi.data() + t * k;
         faiss::heap_heapify<C>(k, D, I);
-        for (size_t j = cut[t]; j < cut[t + 1]; j++) {
-            if (!sz[j]) continue;
-            size_t list = static_cast<size_t>(lists[j]);
-            faiss::InvertedLists::ScopedCodes codes(il, list);
-            faiss::InvertedLists::ScopedIds ids(il, list);
-            const float dis0 = ivf->by_residual ? cdis[j] : 0.0f;
-            const uint8_t *c = codes.get();
-            for (size_t r = 0; r < sz[j]; r++, c += M) {
-                float v = dis0 + pq_sum(lut.data(), c, M);
-                if (C::cmp(D[0], v)) faiss::heap_replace_top<C>(k, D, I, v, ids.get()[r]);
+        try {
+            for (size_t j = cut[t]; j < cut[t + 1]; j++) {
+                if (!sz[j]) continue;
+                size_t list = static_cast<size_t>(lists[j]);
+                faiss::InvertedLists::ScopedCodes codes(il, list);
+                faiss::InvertedLists::ScopedIds ids(il, list);
+                const float dis0 = ivf->by_residual ? cdis[j] : 0.0f;
+                const uint8_t *c = codes.get();
+                for (size_t r = 0; r < sz[j]; r++, c += M) {
+                    float v = dis0 + pq_sum(lut.data(), c, M);
+                    if (C::cmp(D[0], v)) faiss::heap_replace_top<C>(k, D, I, v, ids.get()[r]);
+                }
             }
+        } catch (...) {
+#pragma omp critical(donto_scan_pq)
+            if (!thrown) thrown = std::current_exception();
         }
     }
+    if (thrown) std::rethrow_exception(thrown);
     for (size_t t = 1; t < static_cast<size_t>(nt); t++)  // merge into thread 0's heap
         for (size_t j = 0; j < k; j++)
             if (hi[t * k + j] >= 0 && C::cmp(hd[0], hd[t * k + j]))
@@ -480,8 +487,9 @@ void scan_pq(const faiss::IndexIVFPQ *ivf, const float *q, const faiss::Index::i
 
 // The coarse step of a small search (fewer queries than FAISS's BLAS
 // threshold; recall asks one at a time): the nprobe lists whose centroids
-// have the largest inner product with each query, then FAISS's own scan of
-// those lists (search_preassigned, same parallel mode). FAISS's coarse step
+// have the largest inner product with each query, then the scan of those
+// lists: scan_pq where own_scan serves the index, else FAISS's own
+// (search_preassigned, same parallel mode). FAISS's coarse step
 // (IndexFlatIP::search) runs a small search on one thread, and Debian
 // builds FAISS for baseline x86-64, where fvec_inner_product is the scalar
 // reference loop: 6% of a 1M query's samples over 4096 centroids (`perf`),
