@@ -53,9 +53,11 @@ typedef struct {
     uint64_t seed;
 } gen_t;
 
-/* Row i: a source claim picked by (seed, i) plus noise of norm ~sigma. */
+/* Row i: a source claim picked by (seed, i) plus noise of norm ~sigma.
+ * Rows depend on i alone, so they are generated on every core. */
 static void gen_rows(const gen_t *g, size_t from, size_t n, float *out) {
     float s = g->sigma / sqrtf((float)g->d);
+#pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         rng r = {mix(g->seed ^ mix(from + i))};
         const float *c = g->src + (size_t)(mix(r.s) % g->nsrc) * (size_t)g->d;
