@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -97,6 +98,7 @@ typedef struct {
 
 static int g_cold;           /* --cold: evict the vector file from the page cache before the queries */
 static const char *g_index; /* --index FILE: load the big set's index from FILE, or save it there */
+static int g_pace_ms;       /* --pace MS: a pause before each query (one query's latency, the disk not kept busy) */
 static const char *g_keep;  /* --keep-vectors FILE: the big set's rows, kept in FILE and read from it next time */
 
 /* One set: rows come from gen (or, gen == NULL, from real [n, d]); queries
@@ -183,6 +185,10 @@ static result run_set(const char *name, const gen_t *gen, const float *real, siz
         for (size_t i = 0; i < nq; i++) {
             int64_t lab[K];
             float sc[K];
+            if (g_pace_ms > 0) { /* --pace: the disk idle between queries, not timed */
+                struct timespec ts = {g_pace_ms / 1000, (long)(g_pace_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+            }
             double t = donto_now();
             if (donto_ann_search(a, q + i * (size_t)d, 1, K, sc, lab, &err)) die("search", &err);
             ms[i] = (donto_now() - t) * 1e3;
@@ -251,6 +257,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--cold")) g_cold = 1;
         else if (ARG("--index")) g_index = v;
         else if (ARG("--keep-vectors")) g_keep = v;
+        else if (ARG("--pace")) g_pace_ms = atoi(v);
         else if (ARG("--memory-gb")) o.memory_gb = strtod(v, NULL);
         else if (ARG("--threads")) o.threads = atoi(v);
         else if (!strcmp(a, "--no-check")) check = 0;
