@@ -112,7 +112,8 @@ static result run_set(const char *name, const gen_t *gen, const float *real, siz
      * and a later run with the same --n/--sigma/--seed reads them from it
      * instead of writing them again (the rows are generated all the same,
      * for the exact top 10): its queries then do not follow a 15 GB write. */
-    const char *keep = gen && n > 100000 ? g_keep : NULL;
+    const int big = gen && n > 100000; /* the measured set, not the difficulty check's */
+    const char *keep = big ? g_keep : NULL;
     int reuse = 0;
     if (keep) {
         path = keep;
@@ -154,7 +155,7 @@ static result run_set(const char *name, const gen_t *gen, const float *real, siz
      * exists (the data are deterministic: same --n, --sigma, --seed), else
      * built and saved there, so its queries can be run again without a
      * rebuild (an hour and a half at 10M). build_s is then the load's. */
-    int load = g_index && gen && n > 100000 && access(g_index, R_OK) == 0;
+    int load = g_index && big && access(g_index, R_OK) == 0;
     if (load) {
         if (donto_ann_load(g_index, d, o, &a, &err) || donto_ann_attach(a, vf, &err)) die(g_index, &err);
         fprintf(stderr, "[%s] index loaded from %s (not built)\n", name, g_index);
@@ -162,12 +163,11 @@ static result run_set(const char *name, const gen_t *gen, const float *real, siz
         die("build", &err);
     }
     res.build_s = donto_now() - t0;
-    if (g_index && gen && n > 100000 && !load && donto_ann_save(a, g_index, &err)) die(g_index, &err);
+    if (g_index && big && !load && donto_ann_save(a, g_index, &err)) die(g_index, &err);
     res.bytes = donto_ann_memory(a);
-    /* The generated rows on disk before the queries: else the writeback of
-     * a just-written file (15 GB at 10M) competes with the queries' reads
-     * (a 10M run measured p99 156 ms against 22 an hour after the write),
-     * and dirty pages cannot be evicted by --cold. */
+    /* The generated rows on disk before the queries: dirty pages cannot be
+     * evicted by --cold, and their writeback would overlap the queries.
+     * (It did not remove the stalls of the 10M reload runs: BENCHMARKS.md.) */
     int fd = open(path, O_RDONLY);
     if (fd < 0 || fsync(fd)) fprintf(stderr, "%s: not synced\n", path);
     if (g_cold) { /* the float32 rows out of memory: a file larger than RAM, as at 42M */
