@@ -46,6 +46,14 @@ static float gauss(rng *r) {
     double u = urand(r), v = urand(r);
     return (float)(sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v));
 }
+/* The index build's progress on stderr, a line a minute (10M: over an hour). */
+static void show_progress(void *ctx, const char *phase, size_t done, size_t total) {
+    double *clock = ctx, now = donto_now();
+    if (now - clock[1] < 60) return;
+    clock[1] = now;
+    fprintf(stderr, "[build] %s: %zu of %zu vectors, %.0f s\n", phase, done, total, now - clock[0]);
+}
+
 typedef struct {
     const float *src; /* [nsrc, d] source claims */
     size_t nsrc;
@@ -159,8 +167,11 @@ static result run_set(const char *name, const gen_t *gen, const float *real, siz
     if (load) {
         if (donto_ann_load(g_index, d, o, &a, &err) || donto_ann_attach(a, vf, &err)) die(g_index, &err);
         fprintf(stderr, "[%s] index loaded from %s (not built)\n", name, g_index);
-    } else if (donto_ann_build_file(vf, o, &a, &err)) {
-        die("build", &err);
+    } else {
+        double clock[2] = {t0, t0}; /* start, last line */
+        donto_ann_opts bo = *o;
+        bo.progress = show_progress, bo.progress_ctx = clock;
+        if (donto_ann_build_file(vf, &bo, &a, &err)) die("build", &err);
     }
     res.build_s = donto_now() - t0;
     if (g_index && big && !load && donto_ann_save(a, g_index, &err)) die(g_index, &err);

@@ -194,6 +194,22 @@ static void test_errors(void) {
 /* A compressed index (IVF-PQ) built from a vector file, re-ranked exactly
  * against its rows: recall vs exact, exact scores, re-rank vs none,
  * save/load + attach. */
+/* What a build reported through donto_ann_opts.progress. */
+typedef struct {
+    int n, bad;
+    char phase[16][8];
+    size_t done[16], total[16];
+} progress_log;
+static void record_progress(void *ctx, const char *phase, size_t done, size_t total) {
+    progress_log *p = ctx;
+    if (p->n == 16) {
+        p->bad = 1;
+        return;
+    }
+    snprintf(p->phase[p->n], sizeof p->phase[0], "%s", phase);
+    p->done[p->n] = done, p->total[p->n++] = total;
+}
+
 static void test_compressed(void) {
     enum { D = 32, NC = 50 };
     const size_t n = 8000, nq = 100;
@@ -215,9 +231,25 @@ static void test_compressed(void) {
     donto_ann_opts o;
     donto_ann_default_opts(&o);
     o.kind = "IVF32,PQ8";
+    progress_log pl = {0};
+    o.progress = record_progress, o.progress_ctx = &pl;
     donto_ann *a = NULL;
     CHECK(donto_ann_build_file(vf, &o, &a, &err) == 0, "build: %s", err.msg);
     if (!a) goto out_vf;
+    /* Progress: train from 0 to its sample, then add from 0 to every row,
+     * never backwards. */
+    CHECK(!pl.bad && pl.n == 4, "%d progress calls", pl.n);
+    if (pl.n == 4) {
+        CHECK(!strcmp(pl.phase[0], "train") && pl.done[0] == 0 && !strcmp(pl.phase[1], "train") &&
+                  pl.done[1] == pl.total[1] && pl.total[0] == pl.total[1] && pl.total[1] > 0 && pl.total[1] <= n,
+              "train progress: %s %zu/%zu, %s %zu/%zu", pl.phase[0], pl.done[0], pl.total[0], pl.phase[1], pl.done[1],
+              pl.total[1]);
+        CHECK(!strcmp(pl.phase[2], "add") && pl.done[2] == 0 && pl.total[2] == n && !strcmp(pl.phase[3], "add") &&
+                  pl.done[3] == n && pl.total[3] == n,
+              "add progress: %s %zu/%zu, %s %zu/%zu", pl.phase[2], pl.done[2], pl.total[2], pl.phase[3], pl.done[3],
+              pl.total[3]);
+    }
+    o.progress = NULL;
     char desc[160];
     donto_ann_describe(a, desc, sizeof desc);
     CHECK(donto_ann_lossy(a) && strstr(desc, "PQ8") && strstr(desc, "rerank=100"), "describe: %s", desc);

@@ -41,6 +41,12 @@ extern "C" {
 
 typedef struct donto_ann donto_ann;
 
+/* Build progress: phase "train" (done 0, then total, of the training
+ * sample's rows) and "add" (rows added so far, of all rows), called on the
+ * building thread between steps: at 10M rows a build takes over an hour,
+ * most of it adding (docs/recall.md). */
+typedef void (*donto_ann_progress_fn)(void *ctx, const char *phase, size_t done, size_t total);
+
 typedef struct donto_ann_opts {
     const char *kind;   /* FAISS index_factory string or "auto"; NULL: "auto" */
     const char *search; /* FAISS ParameterSpace string, e.g. "nprobe=32" or
@@ -52,6 +58,8 @@ typedef struct donto_ann_opts {
                          * mapped, not resident. 0: no bound */
     size_t rerank;      /* a lossy index re-ranks this many candidates exactly;
                          * 0: DONTO_ANN_RERANK */
+    donto_ann_progress_fn progress; /* NULL: none */
+    void *progress_ctx;
 } donto_ann_opts;
 
 #define DONTO_ANN_DEFAULT_KIND "auto"

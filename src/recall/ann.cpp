@@ -568,6 +568,11 @@ template <class F> void with_threads(int threads, F f) {
     omp_set_num_threads(before);
 }
 
+// The caller's progress callback, when it gave one (donto_ann_progress_fn).
+void progress(const donto_ann_opts *o, const char *phase, size_t done, size_t total) {
+    if (o && o->progress) o->progress(o->progress_ctx, phase, done, total);
+}
+
 }  // namespace
 
 extern "C" {
@@ -578,6 +583,8 @@ void donto_ann_default_opts(donto_ann_opts *o) {
     o->threads = 0;
     o->memory_gb = 0;
     o->rerank = 0;
+    o->progress = nullptr;
+    o->progress_ctx = nullptr;
 }
 
 int donto_ann_choose(size_t n, int dim, const donto_ann_opts *o, char *kind, size_t cap, size_t *bytes,
@@ -613,9 +620,15 @@ int donto_ann_build(int dim, const float *x, size_t n, const donto_ann_opts *o, 
         with_threads(o ? o->threads : 0, [&] {
             if (!idx->is_trained) {
                 if (n == 0) throw std::runtime_error(kind + " needs training data and none was given");
+                progress(o, "train", 0, n);
                 train(idx.get(), n, x);
+                progress(o, "train", n, n);
             }
-            if (n) idx->add(static_cast<faiss::Index::idx_t>(n), x);
+            if (n) {
+                progress(o, "add", 0, n);
+                idx->add(static_cast<faiss::Index::idx_t>(n), x);
+                progress(o, "add", n, n);
+            }
         });
         *out = wrap(std::move(idx), o);
         return 0;
@@ -653,13 +666,17 @@ int donto_ann_build_file(donto_vecfile *v, const donto_ann_opts *o, donto_ann **
                     }
                 }
                 donto_vecfile_drop(v, 0, n);
+                progress(o, "train", 0, want);
                 train(idx.get(), want, sample.data());
+                progress(o, "train", want, want);
             }
             const size_t chunk = 65536;
+            progress(o, "add", 0, n);
             for (size_t at = 0; at < n; at += chunk) {
                 size_t m = std::min(chunk, n - at);
                 idx->add(static_cast<faiss::Index::idx_t>(m), rows + at * d);
                 donto_vecfile_drop(v, at, m);
+                progress(o, "add", at + m, n);
             }
         });
         donto_ann *a = wrap(std::move(idx), o);
@@ -760,7 +777,9 @@ int donto_ann_search(const donto_ann *a, const float *q, size_t nq, size_t k, fl
 
 int donto_ann_set_search(donto_ann *a, const char *params, donto_err *err) {
     try {
-        donto_ann_opts o = {nullptr, params, 0, 0, 0};
+        donto_ann_opts o;
+        donto_ann_default_opts(&o);
+        o.search = params;
         apply_search(a->idx.get(), &o);
         return 0;
     } catch (...) {

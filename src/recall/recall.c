@@ -372,6 +372,22 @@ static void swap_in(donto_recall *r, donto_target t, coll *nc) {
     pthread_rwlock_unlock(&r->rw);
 }
 
+/* A long build's progress in the log (10M vectors: over an hour, most of
+ * it adding): a line when 30 s have passed since the last one, so a small
+ * build logs only its "built" line. */
+typedef struct {
+    const char *target;
+    double t0, last;
+} build_log;
+static void build_progress(void *ctx, const char *phase, size_t done, size_t total) {
+    build_log *b = ctx;
+    double now = donto_now();
+    if (now - b->last < 30) return;
+    b->last = now;
+    DLOG_INFO("recall: building the %s index: %s, %zu of %zu vectors (%.0f%%), %.0f s so far", b->target, phase,
+              done, total, total ? 100.0 * (double)done / (double)total : 100.0, now - b->t0);
+}
+
 /* Rebuild target t from every stored row, outside r->rw: stream the rows
  * (to a vector file when the collection is ANN-sized), build, swap in. The
  * old index keeps answering meanwhile. cnt is the store's count. */
@@ -419,7 +435,10 @@ static int rebuild(donto_recall *r, donto_store *s, donto_target t, int64_t cnt,
     if (r->hook) r->hook(r->hook_arg);
     if (nc.vf && nc.n) {
         double t0 = donto_now();
-        if (donto_ann_build_file(nc.vf, &r->ann, &nc.ann, err)) {
+        build_log bl = {donto_target_name(t), t0, t0};
+        donto_ann_opts o = r->ann;
+        o.progress = build_progress, o.progress_ctx = &bl;
+        if (donto_ann_build_file(nc.vf, &o, &nc.ann, err)) {
             if (strstr(err->msg, "refused")) goto refused;
             goto fail;
         }
