@@ -251,12 +251,31 @@ out:
 
 /* ---- keeping a collection in step with the store -------------------------- */
 
+/* A long rebuild's progress in the log (10M vectors: over an hour, most of
+ * it adding): phases "read" (the store's rows into the vector file), then
+ * the index's "train" and "add"; a line when 30 s have passed since the
+ * last one, so a small build logs only its "built" line. */
+typedef struct {
+    const char *target;
+    double t0, last;
+    size_t rows; /* the store's count, for the "read" phase */
+} build_log;
+static void build_progress(void *ctx, const char *phase, size_t done, size_t total) {
+    build_log *b = ctx;
+    double now = donto_now();
+    if (now - b->last < 30) return;
+    b->last = now;
+    DLOG_INFO("recall: building the %s index: %s, %zu of %zu vectors (%.0f%%), %.0f s so far", b->target, phase,
+              done, total, total ? 100.0 * (double)done / (double)total : 100.0, now - b->t0);
+}
+
 /* Read every vector of (t, model) after the cursor into c, a coll no
  * query sees (a rebuild's new one, or the rows to add): ids appended, and
  * vectors appended to c->vf when it has one (a rebuild of an ANN-sized
  * collection: streamed to disk, never all in memory), else to c->vecs.
- * Advances c's mark by what was read. */
-static int read_after(donto_recall *r, donto_store *s, donto_target t, coll *c, int64_t after, donto_err *err) {
+ * Advances c's mark by what was read. bl: a rebuild's progress log, or NULL. */
+static int read_after(donto_recall *r, donto_store *s, donto_target t, coll *c, int64_t after, build_log *bl,
+                      donto_err *err) {
     const char *after_id = NULL;
     char *last_id = NULL;
     int64_t cur = after;
@@ -296,6 +315,7 @@ static int read_after(donto_recall *r, donto_store *s, donto_target t, coll *c, 
             if (p.created[i] > c->max_created) c->max_created = p.created[i];
         }
         c->count += (int64_t)p.n;
+        if (bl) build_progress(bl, "read", c->n, bl->rows);
         int last = p.n < DONTO_RECALL_PAGE;
         if (!last) {
             cur = p.created[p.n - 1];
@@ -372,22 +392,6 @@ static void swap_in(donto_recall *r, donto_target t, coll *nc) {
     pthread_rwlock_unlock(&r->rw);
 }
 
-/* A long build's progress in the log (10M vectors: over an hour, most of
- * it adding): a line when 30 s have passed since the last one, so a small
- * build logs only its "built" line. */
-typedef struct {
-    const char *target;
-    double t0, last;
-} build_log;
-static void build_progress(void *ctx, const char *phase, size_t done, size_t total) {
-    build_log *b = ctx;
-    double now = donto_now();
-    if (now - b->last < 30) return;
-    b->last = now;
-    DLOG_INFO("recall: building the %s index: %s, %zu of %zu vectors (%.0f%%), %.0f s so far", b->target, phase,
-              done, total, total ? 100.0 * (double)done / (double)total : 100.0, now - b->t0);
-}
-
 /* Rebuild target t from every stored row, outside r->rw: stream the rows
  * (to a vector file when the collection is ANN-sized), build, swap in. The
  * old index keeps answering meanwhile. cnt is the store's count. */
@@ -428,14 +432,15 @@ static int rebuild(donto_recall *r, donto_store *s, donto_target t, int64_t cnt,
             if (rc) return -1;
         }
     }
-    if (read_after(r, s, t, &nc, INT64_MIN, err)) goto fail;
+    double t_read = donto_now();
+    build_log bl = {donto_target_name(t), t_read, t_read, cnt > 0 ? (size_t)cnt : 0};
+    if (read_after(r, s, t, &nc, INT64_MIN, &bl, err)) goto fail;
     nc.loaded = 1;
     info->rebuilt = 1;
     info->added = nc.n;
     if (r->hook) r->hook(r->hook_arg);
     if (nc.vf && nc.n) {
         double t0 = donto_now();
-        build_log bl = {donto_target_name(t), t0, t0};
         donto_ann_opts o = r->ann;
         o.progress = build_progress, o.progress_ctx = &bl;
         if (donto_ann_build_file(nc.vf, &o, &nc.ann, err)) {
@@ -501,7 +506,7 @@ static int refresh_locked(donto_recall *r, donto_store *s, donto_target t, int64
             coll d = {0}; /* the new rows, in memory (few, or we would rebuild) */
             d.dims = c->dims;
             d.max_created = c->max_created;
-            if (read_after(r, s, t, &d, c->max_created, err)) {
+            if (read_after(r, s, t, &d, c->max_created, NULL, err)) {
                 coll_reset(&d);
                 return -1;
             }
