@@ -15,6 +15,7 @@
  * alone (9,000 base, 1,000 held-out queries) and on the generator at the
  * same size, with the mean cosine of the 1st and 10th true neighbour. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* sync() */
 #include <cblas.h>
 #include <math.h>
 #include <stdint.h>
@@ -108,6 +109,7 @@ static int g_cold;           /* --cold: evict the vector file from the page cach
 static const char *g_index; /* --index FILE: load the big set's index from FILE, or save it there */
 static int g_pace_ms;       /* --pace MS: a pause before each query (one query's latency, the disk not kept busy) */
 static const char *g_keep;  /* --keep-vectors FILE: the big set's rows, kept in FILE and read from it next time */
+static int g_settle;        /* --settle S: sync, then S seconds of nothing, before the queries */
 
 /* One set: rows come from gen (or, gen == NULL, from real [n, d]); queries
  * q [nq, d]. The vector file goes to path. */
@@ -178,7 +180,10 @@ static result run_set(const char *name, const gen_t *gen, const float *real, siz
     res.bytes = donto_ann_memory(a);
     /* The generated rows on disk before the queries: dirty pages cannot be
      * evicted by --cold, and their writeback would overlap the queries.
-     * (It did not remove the stalls of the 10M reload runs: BENCHMARKS.md.) */
+     * (It did not remove the stalls of the 10M reload runs: the guest's
+     * fsync returns before this VM's host has written the data, and reads
+     * wait behind that write for up to a second; --settle, docs/recall.md
+     * "Reads behind writes".) */
     int fd = open(path, O_RDONLY);
     if (fd < 0 || fsync(fd)) fprintf(stderr, "%s: not synced\n", path);
     if (g_cold) { /* the float32 rows out of memory: a file larger than RAM, as at 42M */
@@ -186,6 +191,11 @@ static result run_set(const char *name, const gen_t *gen, const float *real, siz
         if (fd < 0 || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)) fprintf(stderr, "--cold: %s: not evicted\n", path);
     }
     if (fd >= 0) close(fd);
+    if (g_settle > 0) { /* the index just saved (and the rows) reach the disk before any query is timed */
+        fprintf(stderr, "[%s] --settle: sync, then %d s before the queries\n", name, g_settle);
+        sync();
+        sleep((unsigned)g_settle);
+    }
     char *list = donto_xstrdup(sweep ? sweep : "");
     const char *def = o->search ? o->search : "";
     for (char *tok = strtok(list, ";");; tok = strtok(NULL, ";")) {
@@ -269,6 +279,7 @@ int main(int argc, char **argv) {
         else if (ARG("--index")) g_index = v;
         else if (ARG("--keep-vectors")) g_keep = v;
         else if (ARG("--pace")) g_pace_ms = atoi(v);
+        else if (ARG("--settle")) g_settle = atoi(v);
         else if (ARG("--memory-gb")) o.memory_gb = strtod(v, NULL);
         else if (ARG("--threads")) o.threads = atoi(v);
         else if (!strcmp(a, "--no-check")) check = 0;
