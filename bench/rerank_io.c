@@ -2,7 +2,8 @@
  * the index (docs/recall.md "Cold rows and the disk").
  *
  *   bench_rerank_io --vectors FILE [--rows R] [--gap-ms G] [--seconds S]
- *                   [--write-gb W] [--write-dir DIR] [--seed N]
+ *                   [--write-gb W] [--write-dir DIR] [--write-mbps M]
+ *                   [--flush-mb F] [--seed N]
  *
  * A recall query over a compressed index re-ranks its R best candidates
  * (default 100) against the float32 rows of a vector file
@@ -15,7 +16,10 @@
  *   quiet    S seconds (default 30), nothing else on the disk;
  *   writing  with --write-gb W: while another thread writes W GB to a
  *            temporary file in DIR (default FILE's directory) and fsyncs
- *            it, as an index save or a bulk load would;
+ *            it, as an index save or a bulk load would; --write-mbps M
+ *            paces it to M MiB/s, --flush-mb F starts the writeback of
+ *            every F MiB and waits for the previous F (sync_file_range):
+ *            ways a writer could leave the reads room;
  *   after    S seconds more once that write is on disk.
  * One line per phase: queries, p50 / p99 / max ms of the reads. The data
  * read are summed (so nothing is optimised away) and otherwise unused. */
@@ -149,7 +153,7 @@ static void evict(const donto_vecfile *vf, const char *path) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: bench_rerank_io --vectors FILE [--rows R] [--gap-ms G] [--seconds S] [--write-gb W]\n"
-               "                       [--write-dir DIR] [--seed N]\n");
+               "                       [--write-dir DIR] [--write-mbps M] [--flush-mb F] [--seed N]\n");
 }
 
 int main(int argc, char **argv) {
