@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ typedef struct {
     double mbps;  /* > 0: at most this many MiB/s */
     int flush_mb; /* > 0: start the writeback of every flush_mb MiB written
                    * and wait for the one before (sync_file_range) */
-    volatile int done; /* set by the writer once its file is written and synced */
+    atomic_int done; /* set by the writer once its file is written and synced */
     double seconds;
     char err[4400]; /* a path and a reason */
 } writer_t;
@@ -57,7 +58,7 @@ static void *writer(void *p) {
     int fd = mkstemp(path);
     if (fd < 0) {
         snprintf(w->err, sizeof w->err, "%s: %s", path, strerror(errno));
-        w->done = 1;
+        atomic_store(&w->done, 1);
         return NULL;
     }
     unlink(path);
@@ -91,7 +92,7 @@ static void *writer(void *p) {
     w->seconds = donto_now() - t0;
     close(fd);
     free(buf);
-    w->done = 1;
+    atomic_store(&w->done, 1);
     return NULL;
 }
 
@@ -105,7 +106,7 @@ typedef struct {
 
 /* Queries until `seconds` pass (or, seconds < 0, until *stop is set);
  * each query's read time in ms into *ms (grown as needed). */
-static size_t run_phase(reader_t *r, double seconds, const volatile int *stop, double **ms, size_t *cap) {
+static size_t run_phase(reader_t *r, double seconds, atomic_int *stop, double **ms, size_t *cap) {
     size_t n = 0, nrows = donto_vecfile_n(r->vf), d = (size_t)donto_vecfile_dim(r->vf);
     const float *rows = donto_vecfile_rows(r->vf);
     int64_t *pick = malloc(r->rows * sizeof *pick);
