@@ -47,7 +47,7 @@ static float gauss(rng *r) {
     double u = urand(r), v = urand(r);
     return (float)(sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v));
 }
-/* The index build's progress on stderr, a line a minute (10M: over an hour). */
+/* The index build's progress on stderr, a line a minute (10M: about an hour). */
 static void show_progress(void *ctx, const char *phase, size_t done, size_t total) {
     double *clock = ctx, now = donto_now();
     if (now - clock[1] < 60) return;

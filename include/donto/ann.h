@@ -43,8 +43,8 @@ typedef struct donto_ann donto_ann;
 
 /* Build progress: phase "train" (done 0, then total, of the training
  * sample's rows) and "add" (rows added so far, of all rows), called on the
- * building thread between steps: at 10M rows a build takes over an hour,
- * most of it adding (docs/recall.md). */
+ * building thread between steps: at 10M rows a build takes about an hour on
+ * 2 cores (BENCHMARKS.md). */
 typedef void (*donto_ann_progress_fn)(void *ctx, const char *phase, size_t done, size_t total);
 
 typedef struct donto_ann_opts {

@@ -251,8 +251,8 @@ out:
 
 /* ---- keeping a collection in step with the store -------------------------- */
 
-/* A long rebuild's progress in the log (10M vectors: over an hour, most of
- * it adding): phases "read" (the store's rows into the vector file), then
+/* A long rebuild's progress in the log (10M vectors: about an hour on 2
+ * cores): phases "read" (the store's rows into the vector file), then
  * the index's "train" and "add"; a line when 30 s have passed since the
  * last one, so a small build logs only its "built" line. */
 typedef struct {
