@@ -3,7 +3,7 @@
  *
  *   bench_rerank_io --vectors FILE [--rows R] [--gap-ms G] [--seconds S]
  *                   [--write-gb W] [--write-dir DIR] [--write-mbps M]
- *                   [--flush-mb F] [--seed N]
+ *                   [--flush-mb F] [--writer raw|vecfile] [--seed N]
  *
  * A recall query over a compressed index re-ranks its R best candidates
  * (default 100) against the float32 rows of a vector file
@@ -19,7 +19,10 @@
  *            it, as an index save or a bulk load would; --write-mbps M
  *            paces it to M MiB/s, --flush-mb F starts the writeback of
  *            every F MiB and waits for the previous F (sync_file_range):
- *            ways a writer could leave the reads room;
+ *            ways a writer could leave the reads room; --writer vecfile
+ *            writes through donto_vecfile_append instead, 4,096 rows at a
+ *            time, as a rebuild fills a new vector file (--write-mbps and
+ *            --flush-mb then do not apply);
  *   after    S seconds more once that write is on disk.
  * One line per phase: queries, p50 / p99 / max ms of the reads. The data
  * read are summed (so nothing is optimised away) and otherwise unused. */
@@ -45,14 +48,43 @@ typedef struct {
     double mbps;  /* > 0: at most this many MiB/s */
     int flush_mb; /* > 0: start the writeback of every flush_mb MiB written
                    * and wait for the one before (sync_file_range) */
+    int vecfile;  /* write through donto_vecfile_append, as a rebuild does */
     atomic_int done; /* set by the writer once its file is written and synced */
     double seconds;
     char err[4400]; /* a path and a reason */
 } writer_t;
 
+/* --writer vecfile: W GB of rows appended to a new vector file 4,096 rows
+ * (DONTO_RECALL_PAGE, 6 MiB at 384-d) at a time, as a rebuild streams the
+ * store's pages into one; then fsynced and removed. */
+static void *vecfile_writer(writer_t *w) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rerank_io.%d.vec", w->dir, (int)getpid());
+    enum { DIM = 384, ROWS = 4096 };
+    float *x = malloc((size_t)ROWS * DIM * sizeof *x);
+    for (size_t i = 0; i < (size_t)ROWS * DIM; i++) x[i] = (float)(i % 977) / 977.0f;
+    donto_err err = {0};
+    donto_vecfile *vf = NULL;
+    double t0 = donto_now();
+    size_t n = (size_t)(w->gb * 1024.0 * 1024.0 * 1024.0 / ((double)ROWS * DIM * sizeof(float)));
+    if (donto_vecfile_create(path, DIM, &vf, &err)) snprintf(w->err, sizeof w->err, "%s", err.msg);
+    for (size_t c = 0; vf && c < n && !w->err[0]; c++)
+        if (donto_vecfile_append(vf, x, ROWS, &err)) snprintf(w->err, sizeof w->err, "%s", err.msg);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 || fsync(fd)) snprintf(w->err, sizeof w->err, "fsync %s: %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    w->seconds = donto_now() - t0;
+    donto_vecfile_free(vf);
+    unlink(path);
+    free(x);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
 /* W GB of xorshift data in 1 MiB writes, fsynced, then removed. */
 static void *writer(void *p) {
     writer_t *w = p;
+    if (w->vecfile) return vecfile_writer(w);
     char path[4096];
     snprintf(path, sizeof path, "%s/rerank_io.XXXXXX", w->dir);
     int fd = mkstemp(path);
@@ -154,7 +186,8 @@ static void evict(const donto_vecfile *vf, const char *path) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: bench_rerank_io --vectors FILE [--rows R] [--gap-ms G] [--seconds S] [--write-gb W]\n"
-               "                       [--write-dir DIR] [--write-mbps M] [--flush-mb F] [--seed N]\n");
+               "                       [--write-dir DIR] [--write-mbps M] [--flush-mb F] [--writer raw|vecfile]\n"
+               "                       [--seed N]\n");
 }
 
 int main(int argc, char **argv) {
@@ -163,6 +196,7 @@ int main(int argc, char **argv) {
     double seconds = 30, wgb = 0;
     int flush_mb = 0;
     double mbps = 0;
+    int vecw = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define ARG(name) (!strcmp(a, name) && v && ++i)
@@ -174,6 +208,13 @@ int main(int argc, char **argv) {
         else if (ARG("--write-dir")) wdir = v;
         else if (ARG("--flush-mb")) flush_mb = atoi(v);
         else if (ARG("--write-mbps")) mbps = atof(v);
+        else if (ARG("--writer")) {
+            if (strcmp(v, "vecfile") && strcmp(v, "raw")) {
+                fprintf(stderr, "bench_rerank_io: --writer raw|vecfile, not %s\n", v);
+                return 2;
+            }
+            vecw = !strcmp(v, "vecfile");
+        }
         else if (ARG("--seed")) r.seed = strtoull(v, NULL, 10) | 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
@@ -213,7 +254,7 @@ int main(int argc, char **argv) {
     size_t cap = 0, n = run_phase(&r, seconds, NULL, &ms, &cap);
     report("quiet", ms, n);
     if (wgb > 0) {
-        writer_t w = {.dir = wdir, .gb = wgb, .flush_mb = flush_mb, .mbps = mbps};
+        writer_t w = {.dir = wdir, .gb = wgb, .flush_mb = flush_mb, .mbps = mbps, .vecfile = vecw};
         pthread_t th;
         evict(vf, path);
         pthread_create(&th, NULL, writer, &w);
