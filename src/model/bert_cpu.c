@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "cpu_isa.h"
+#include "fgemm.h"
 
 /* ---------- the forward's own loops, one instance per kernel set ---------- */
 
@@ -129,6 +130,65 @@ void bert_fp32_ops(bert_linear_ops *ops, const donto_bert_weights *w) {
     ops->row_block = 0; /* OpenBLAS packs W per call: one block per thread */
     ops->isa = DONTO_ISA_AUTO;
 }
+
+/* ---------- fp32 on packed weights (fgemm.h) ---------- */
+
+struct bert_fp32p {
+    int layers;
+    donto_fweight (*w)[4];    /* [layers][qkv, attn_out, ffn_in, ffn_out] */
+    const float *(*bias)[4]; /* the model's biases, same order */
+    donto_isa isa;
+};
+
+void bert_fp32p_free(bert_fp32p *p) {
+    if (!p) return;
+    for (int l = 0; l < p->layers && p->w; l++)
+        for (int i = 0; i < 4; i++) donto_fweight_free(&p->w[l][i]);
+    free(p->w);
+    free(p->bias);
+    free(p);
+}
+
+int bert_fp32p_init(bert_fp32p **out, const donto_bert_weights *w, donto_isa isa, donto_err *err) {
+    *out = NULL;
+    bert_fp32p *p = donto_xcalloc(1, sizeof *p);
+    p->layers = w->cfg.layers, p->isa = isa;
+    p->w = donto_xcalloc((size_t)p->layers, sizeof *p->w);
+    p->bias = donto_xcalloc((size_t)p->layers, sizeof *p->bias);
+    for (int l = 0; l < p->layers; l++)
+        for (int i = 0; i < 4; i++) {
+            const float *W;
+            int n, k;
+            layer_matrix(w, l, i, &W, &p->bias[l][i], &n, &k);
+            if (donto_fweight_init(&p->w[l][i], W, n, k, err)) {
+                donto_preerr(err, "packing layer %d", l);
+                bert_fp32p_free(p);
+                return -1;
+            }
+        }
+    *out = p;
+    return 0;
+}
+
+static void fp32p_gemm(const void *vctx, int l, int which, const float *X, int m, float *Y, int add_bias,
+                       void *scratch) {
+    (void)scratch;
+    const bert_fp32p *p = vctx;
+    const donto_fweight *W = &p->w[l][which];
+    donto_fgemm_isa(X, m, W->k, W, add_bias ? p->bias[l][which] : NULL, Y, W->n, p->isa);
+}
+
+void bert_fp32p_ops(bert_linear_ops *ops, const bert_fp32p *p) {
+    ops->gemm = fp32p_gemm;
+    ops->ctx = p;
+    ops->scratch_bytes = fp32_scratch;
+    /* Packed once, so a call costs nothing extra: 96-row blocks go to
+     * whichever thread is free, as on the integer paths. */
+    ops->row_block = 96;
+    ops->isa = p->isa;
+}
+
+const char *bert_fp32p_kernel_name(const bert_fp32p *p) { return donto_fgemm_kernel_name(p->isa); }
 
 /* ---------- attention ---------- */
 

@@ -81,6 +81,16 @@ void bert_sgemm_xwt(const float *X, int m, const float *W, int n, int k, const f
 /* The fp32 linear backend (OpenBLAS); ops->isa = DONTO_ISA_AUTO. */
 void bert_fp32_ops(bert_linear_ops *ops, const donto_bert_weights *w);
 
+/* The fp32 linear backend on weights packed once (fgemm.h): the same
+ * products as fp32 up to rounding order, without OpenBLAS's per-call
+ * packing and bias pass.  isa: the kernel set of its GEMMs and loops. */
+typedef struct bert_fp32p bert_fp32p;
+int bert_fp32p_init(bert_fp32p **out, const donto_bert_weights *w, donto_isa isa, donto_err *err);
+void bert_fp32p_free(bert_fp32p *p);
+void bert_fp32p_ops(bert_linear_ops *ops, const bert_fp32p *p);
+/* "fp32 fma ymm 6x16", for logs and --stats. */
+const char *bert_fp32p_kernel_name(const bert_fp32p *p);
+
 /* Vectorised math used by the forward pass (on the best kernel set),
  * exposed for tests. */
 void bert_gelu_inplace(float *x, size_t n);           /* exact erf GELU */

@@ -32,6 +32,7 @@
 #include "bert_cpu.h"
 #include "cpu_isa.h"
 #include "encoder_int.h"
+#include "fgemm.h"
 #include "quant.h"
 #include "bf16.h"
 #ifdef DONTO_HAVE_CUDA
@@ -63,6 +64,7 @@ struct donto_encoder {
     bert_linear_ops ops;
     bert_quant *quant; /* integer path, or NULL */
     bert_bf16 *bf16;   /* bf16 CPU path, or NULL */
+    bert_fp32p *fp32p; /* fp32 on packed weights (fgemm.h), or NULL: OpenBLAS */
     donto_isa isa;     /* the CPU kernel set in use (resolved: never AUTO) */
     /* Attached engines (one CUDA engine per GPU, or a test's fakes); 0: each
      * call runs on a CPU engine of its own. */
@@ -200,6 +202,11 @@ void donto_encoder_kernels_get(const donto_encoder *e, donto_encoder_kernels *ou
         snprintf(out->summary, sizeof out->summary, "isa %s, GEMM bf16 values on openblas sgemm (core %s%s%s%s)", out->isa,
                  out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "",
                  strcmp(out->blas_steer, "none") ? ", steering " : "", strcmp(out->blas_steer, "none") ? out->blas_steer : "");
+    } else if (e->fp32p) {
+        snprintf(out->gemm, sizeof out->gemm, "%s", bert_fp32p_kernel_name(e->fp32p));
+        snprintf(out->summary, sizeof out->summary, "isa %s, fp32 GEMM %s, attention openblas (core %s%s%s%s)",
+                 out->isa, out->gemm, out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "",
+                 strcmp(out->blas_steer, "none") ? ", steering " : "", strcmp(out->blas_steer, "none") ? out->blas_steer : "");
     } else {
         snprintf(out->gemm, sizeof out->gemm, "openblas");
         snprintf(out->summary, sizeof out->summary, "isa %s, fp32 GEMM openblas (core %s%s%s%s)", out->isa,
@@ -236,6 +243,19 @@ static const char *const int8_calib_texts[] = {
     "Mitochondria are often called the powerhouse of the cell.",
     "The museum's new wing displays sculpture from West Africa and the Pacific.",
 };
+
+/* fp32 on the CPU: the packed GEMM (fgemm.h) on the ymm kernel sets, where
+ * it is faster than OpenBLAS (no per-call packing of W, no bias pass;
+ * docs/engine.md), OpenBLAS elsewhere.  DONTO_FP32_GEMM=openblas|packed
+ * overrides it, for comparisons (packed on a set without a SIMD kernel is
+ * the plain C loop: slow, but the same arithmetic). */
+static int fp32_packed_wanted(donto_isa isa) {
+    const char *env = getenv("DONTO_FP32_GEMM");
+    if (env && !strcmp(env, "openblas")) return 0;
+    if (env && !strcmp(env, "packed")) return 1;
+    if (env && *env) DLOG_WARN("DONTO_FP32_GEMM=%s: not openblas or packed, ignored", env);
+    return donto_fgemm_preferred(isa);
+}
 
 static int calibrate_int8(donto_encoder *e, donto_err *err) {
     const int nt = (int)(sizeof int8_calib_texts / sizeof *int8_calib_texts), maxl = 128;
@@ -490,6 +510,9 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
         e->ops.isa = e->isa;
         DLOG_INFO("precision bf16 on the CPU: bf16 arithmetic on fp32 units (exact products, fp32 sums): "
                   "bf16's accuracy at fp32's speed; no native bf16 kernel yet (docs/engine.md)");
+    } else if (e->o.device == DONTO_DEVICE_CPU && fp32_packed_wanted(e->isa)) {
+        if (bert_fp32p_init(&e->fp32p, e->w, e->isa, err)) goto fail;
+        bert_fp32p_ops(&e->ops, e->fp32p);
     } else {
         bert_fp32_ops(&e->ops, e->w);
         e->ops.isa = e->isa;
@@ -513,6 +536,7 @@ void donto_encoder_close(donto_encoder *e) {
     pthread_mutex_destroy(&e->gmu);
     bert_quant_free(e->quant);
     bert_bf16_free(e->bf16);
+    bert_fp32p_free(e->fp32p);
     donto_tokenizer_close(e->tok);
     donto_bert_free(e->w);
     free(e);

@@ -1,0 +1,228 @@
+/*
+ * fp32 GEMM with packed weights: an AVX2+FMA kernel and the same arithmetic
+ * in plain C (see fgemm.h for the contract).
+ *
+ * Layout and blocking
+ * -------------------
+ *  - W packed at init into panels of 16 output columns: for each k, the 16
+ *    columns' weights are 64 contiguous bytes (two ymm), zero padded past n.
+ *  - Micro-kernel: 6 rows x 16 columns = 12 ymm accumulators, 2 ymm of
+ *    weights, 1 broadcast of x (vbroadcastss from memory, a load-port op):
+ *    per k, 2 loads + 6 broadcasts feed 12 FMAs.  Zen 3 issues 2 FMAs per
+ *    cycle, so that is 6 cycles of FMA against 4 of loads: FMA-bound, as
+ *    OpenBLAS's own Zen kernel is.  Rows < 6 use the same loop for 1..5
+ *    rows; a partial last panel goes through a 16-column bounce row.
+ *  - Per call: k blocks of FG_KC outer (a panel's k-slice, FG_KC x 64 B =
+ *    16 KB, stays in L1 while every 6-row tile of the call streams past
+ *    it), then panels, then tiles.  In the forward (96-row calls, 2,000
+ *    claims, 2 threads) FG_KC 256 ran 394-398 items/s against 383-391 for
+ *    128 and 380-383 for 384 (no blocking at k = 384); packing X's tile
+ *    rows per block (6 floats per k, contiguous broadcasts) was slower
+ *    (352-369: the transposing copy costs more than it saves), and
+ *    prefetching the tile's Y lines changed nothing.  The accumulators start from the bias
+ *    (first block) or from Y (the blocks after it), so blocking does not
+ *    change the order of the fmas: y = bias, then fma over c = 0 .. k-1.
+ *  - The plain C path does the same fmaf()s in the same order, so it gives
+ *    the same bits (test_fgemm); it is only a fallback, far slower than
+ *    OpenBLAS, and the encoder never picks it (donto_fgemm_preferred).
+ *
+ * Why own it (measured on the 2-core Zen 3, 2026-12-05; docs/engine.md):
+ * OpenBLAS's kernel is about as fast as this one, but every cblas_sgemm
+ * call packs W again and needs Y seeded with the bias; in the fp32 forward
+ * that was 7.1% of all samples.  One thread (bench_fgemm): 94-101 GFLOP/s,
+ * 1.02-1.15x OpenBLAS at 96-256 rows and 1.62-1.67x at 16; the whole fp32
+ * forward gained ~4% (medians of interleaved runs).  On AVX-512 sets OpenBLAS (steered to its SkylakeX
+ * kernels, blas_steer.c) has zmm kernels of twice the width, so the encoder
+ * keeps it there; a zmm twin of this kernel is future work.
+ */
+#include "fgemm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_isa.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define FG_X86 1
+#include <immintrin.h>
+#define FG_AVX2 __attribute__((target("avx2,fma")))
+#endif
+
+#define FG_NR DONTO_FGEMM_NR
+#define FG_MR 6
+#ifndef FG_KC
+#define FG_KC 256 /* k per block: a panel's slice is FG_KC * 64 bytes = 16 KB */
+#endif
+
+int donto_fweight_init(donto_fweight *w, const float *W, int n, int k, donto_err *err) {
+    memset(w, 0, sizeof *w);
+    if (n <= 0 || k <= 0) return donto_seterr(err, "fweight: bad shape [%d, %d]", n, k);
+    if (!W) return donto_seterr(err, "fweight: no weights for shape [%d, %d]", n, k);
+    const int npanels = (int)(((long)n + FG_NR - 1) / FG_NR);
+    const size_t nval = (size_t)npanels * (size_t)k * FG_NR;
+    float *p = donto_aligned_alloc(nval * sizeof(float));
+    if (!p) return donto_seterr(err, "fweight: out of memory packing [%d, %d]", n, k);
+    memset(p, 0, nval * sizeof(float));
+    for (int j = 0; j < n; j++) {
+        const float *row = W + (size_t)j * (size_t)k;
+        float *dst = p + (size_t)(j / FG_NR) * k * FG_NR + (size_t)(j % FG_NR);
+        for (int c = 0; c < k; c++) dst[(size_t)c * FG_NR] = row[c];
+    }
+    w->n = n, w->k = k, w->npanels = npanels, w->packed = p;
+    return 0;
+}
+
+void donto_fweight_free(donto_fweight *w) {
+    if (!w) return;
+    free(w->packed);
+    memset(w, 0, sizeof *w);
+}
+
+/* ---- plain C: the arithmetic, spelled out ------------------------------ */
+
+static void fg_portable(const float *X, int m, int ldx, const donto_fweight *W, const float *bias, float *Y,
+                        int ldy) {
+    const int k = W->k;
+    for (int i = 0; i < m; i++) {
+        const float *x = X + (size_t)i * ldx;
+        for (int p = 0; p < W->npanels; p++) {
+            const float *bp = W->packed + (size_t)p * k * FG_NR;
+            const int j0 = p * FG_NR, nc = W->n - j0 < FG_NR ? W->n - j0 : FG_NR;
+            float acc[FG_NR];
+            for (int c = 0; c < FG_NR; c++) acc[c] = bias && c < nc ? bias[j0 + c] : 0.0f;
+            for (int t = 0; t < k; t++)
+                for (int c = 0; c < FG_NR; c++) acc[c] = fmaf(x[t], bp[(size_t)t * FG_NR + c], acc[c]);
+            memcpy(Y + (size_t)i * ldy + j0, acc, (size_t)nc * sizeof(float));
+        }
+    }
+}
+
+/* ---- AVX2 + FMA ---------------------------------------------------------- */
+#ifdef FG_X86
+/* One MR x 16 tile over k values [0, kc) of the panel slice bp: start from
+ * init (bias row, or NULL for zero) on the first block, else from y; store
+ * to y.  y rows hold 16 floats (the caller bounces a partial panel). */
+FG_AVX2 static inline __attribute__((always_inline)) void fg_tile(const int MR, const float *a, size_t lda,
+                                                                  const float *bp, int kc, const float *init,
+                                                                  int first, float *y, size_t ldy) {
+    /* Twelve named accumulators, not an array: GCC keeps an array of
+     * vectors in memory and stores it on every k (measured: 33 GFLOP/s). */
+    __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
+#define FG_INIT(r)                                                                                               \
+    if (MR > r) {                                                                                                \
+        if (!first) {                                                                                            \
+            c##r##0 = _mm256_loadu_ps(y + (size_t)(r) * ldy);                                                    \
+            c##r##1 = _mm256_loadu_ps(y + (size_t)(r) * ldy + 8);                                                \
+        } else if (init) {                                                                                       \
+            c##r##0 = _mm256_loadu_ps(init);                                                                     \
+            c##r##1 = _mm256_loadu_ps(init + 8);                                                                 \
+        }                                                                                                        \
+    }
+    FG_INIT(0) FG_INIT(1) FG_INIT(2) FG_INIT(3) FG_INIT(4) FG_INIT(5)
+#undef FG_INIT
+    const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
+#pragma GCC unroll 4
+    for (int t = 0; t < kc; t++) {
+        const __m256 b0 = _mm256_load_ps(bp + (size_t)t * FG_NR), b1 = _mm256_load_ps(bp + (size_t)t * FG_NR + 8);
+        __m256 x;
+#define FG_ROW(r)                                                                                                \
+    if (MR > r) {                                                                                                \
+        x = _mm256_broadcast_ss(a##r + t);                                                                       \
+        c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);                                                               \
+        c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);                                                               \
+    }
+        FG_ROW(0) FG_ROW(1) FG_ROW(2) FG_ROW(3) FG_ROW(4) FG_ROW(5)
+#undef FG_ROW
+    }
+#define FG_STORE(r)                                                                                              \
+    if (MR > r) {                                                                                                \
+        _mm256_storeu_ps(y + (size_t)(r) * ldy, c##r##0);                                                        \
+        _mm256_storeu_ps(y + (size_t)(r) * ldy + 8, c##r##1);                                                    \
+    }
+    FG_STORE(0) FG_STORE(1) FG_STORE(2) FG_STORE(3) FG_STORE(4) FG_STORE(5)
+#undef FG_STORE
+}
+
+typedef void (*fg_tile_fn)(const float *a, size_t lda, const float *bp, int kc, const float *init, int first,
+                           float *y, size_t ldy);
+#define FG_DEF_TILE(R)                                                                                           \
+    FG_AVX2 static void fg_tile_##R(const float *a, size_t lda, const float *bp, int kc, const float *init,        \
+                                    int first, float *y, size_t ldy) {                                           \
+        fg_tile(R, a, lda, bp, kc, init, first, y, ldy);                                                         \
+    }
+FG_DEF_TILE(1)
+FG_DEF_TILE(2)
+FG_DEF_TILE(3)
+FG_DEF_TILE(4)
+FG_DEF_TILE(5)
+FG_DEF_TILE(6)
+static const fg_tile_fn fg_tiles[FG_MR + 1] = {NULL, fg_tile_1, fg_tile_2, fg_tile_3, fg_tile_4, fg_tile_5, fg_tile_6};
+
+static void fg_avx2(const float *X, int m, int ldx, const donto_fweight *W, const float *bias, float *Y, int ldy) {
+    const int k = W->k;
+    for (int k0 = 0; k0 < k; k0 += FG_KC) {
+        const int kc = k - k0 < FG_KC ? k - k0 : FG_KC, first = k0 == 0;
+        for (int p = 0; p < W->npanels; p++) {
+            const float *bp = W->packed + ((size_t)p * k + (size_t)k0) * FG_NR;
+            const int j0 = p * FG_NR, nc = W->n - j0 < FG_NR ? W->n - j0 : FG_NR;
+            float binit[FG_NR];
+            const float *init = NULL;
+            if (bias && nc == FG_NR) init = bias + j0;
+            else if (bias) {
+                memset(binit, 0, sizeof binit);
+                memcpy(binit, bias + j0, (size_t)nc * sizeof(float));
+                init = binit;
+            }
+            for (int i = 0; i < m; i += FG_MR) {
+                const int mr = m - i < FG_MR ? m - i : FG_MR;
+                const float *a = X + (size_t)i * ldx + k0;
+                float *y = Y + (size_t)i * ldy + j0;
+                if (nc == FG_NR) {
+                    fg_tiles[mr](a, (size_t)ldx, bp, kc, init, first, y, (size_t)ldy);
+                } else {
+                    /* partial panel: the tile's rows through a 16-wide bounce */
+                    float t[FG_MR * FG_NR];
+                    for (int r = 0; r < mr; r++) {
+                        memset(t + r * FG_NR, 0, sizeof(float) * FG_NR);
+                        if (!first) memcpy(t + r * FG_NR, y + (size_t)r * ldy, (size_t)nc * sizeof(float));
+                    }
+                    fg_tiles[mr](a, (size_t)ldx, bp, kc, init, first, t, FG_NR);
+                    for (int r = 0; r < mr; r++) memcpy(y + (size_t)r * ldy, t + r * FG_NR, (size_t)nc * sizeof(float));
+                }
+            }
+        }
+    }
+}
+#endif
+
+static donto_isa fg_isa(donto_isa s) {
+#ifdef FG_X86
+    return cpu_isa_runnable(s);
+#else
+    (void)s;
+    return DONTO_ISA_PORTABLE;
+#endif
+}
+
+void donto_fgemm_isa(const float *X, int m, int ldx, const donto_fweight *W, const float *bias, float *Y, int ldy,
+                     donto_isa isa) {
+    if (m <= 0) return;
+#ifdef FG_X86
+    if (fg_isa(isa) >= DONTO_ISA_AVX2) {
+        fg_avx2(X, m, ldx, W, bias, Y, ldy);
+        return;
+    }
+#endif
+    fg_portable(X, m, ldx, W, bias, Y, ldy);
+}
+
+int donto_fgemm_preferred(donto_isa isa) {
+    const donto_isa s = fg_isa(isa);
+    return s == DONTO_ISA_AVX2 || s == DONTO_ISA_AVXVNNI;
+}
+
+const char *donto_fgemm_kernel_name(donto_isa isa) {
+    return fg_isa(isa) >= DONTO_ISA_AVX2 ? "fp32 fma ymm 6x16" : "fp32 plain C";
+}
