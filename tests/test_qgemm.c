@@ -23,20 +23,13 @@
 #include "check.h"
 #include "cpu_isa.h"
 #include "isa_sets.h"
+#include "xrand.h"
 #include "qgemm.h"
 
 /* The SIMD kernel sets this CPU runs (filled in main), and the cases each
  * has matched the portable path on. */
 static isa_sets g_isa; /* the kernel sets run here (isa_sets.h) */
 
-static uint64_t rs = 88172645463325252ull;
-static double urand(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return ((rs >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-static float frand(float lo, float hi) { return lo + (hi - lo) * (float)urand(); }
 
 static int16_t rclamp(float v, int lim) {
     long r = lrintf(v);
@@ -426,6 +419,7 @@ static void test_fallback(void) {
 }
 
 int main(void) {
+    xrand_seed(88172645463325252ull);
     /* Which sets run here; a set that cannot is said and left out. */
     isa_sets_find(&g_isa);
     test_quant_row();

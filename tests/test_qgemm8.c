@@ -20,18 +20,11 @@
 #include "check.h"
 #include "cpu_isa.h"
 #include "isa_sets.h"
+#include "xrand.h"
 #include "qgemm.h"
 
 static isa_sets g_isa; /* the kernel sets run here (isa_sets.h) */
 
-static uint64_t rs = 0x2545F4914F6CDD1Dull;
-static double urand(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return ((rs >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-static float frand(float lo, float hi) { return lo + (hi - lo) * (float)urand(); }
 
 static long rclamp(long r, long lo, long hi) { return r < lo ? lo : r > hi ? hi : r; }
 
@@ -237,6 +230,7 @@ static void test_init_errors(void) {
 }
 
 int main(void) {
+    xrand_seed(0x2545F4914F6CDD1Dull);
     isa_sets_find(&g_isa);
     test_init_errors();
     test_shapes();
