@@ -6,6 +6,7 @@
  *   bench_seed / bench_urand / bench_nrand   one xorshift64 stream per bench:
  *                                            uniform in (0, 1), N(0, 1)
  *   bench_cpu_now(clock)                     seconds of a CPU-time clock
+ *   bench_bert_shapes                        the encoder's Linear layers (n, k)
  *   bench_gen_x / bench_top_channels         BERT-like GEMM inputs with
  *                                            outlier channels, and the
  *                                            channels of largest |x|
@@ -61,6 +62,16 @@ static inline double bench_cpu_now(clockid_t c) {
 }
 
 /* ---- GEMM data ---------------------------------------------------------- */
+
+/* The encoder's Linear layers at BERT-small width (hidden 384, FFN 1536;
+ * MiniLM and bge-small): Y[m, n] = X[m, k] W^T, one entry per matrix. */
+typedef struct bench_shape {
+    const char *name;
+    int n, k;
+} bench_shape;
+#define BENCH_BERT_NSHAPES 4
+static const bench_shape bench_bert_shapes[BENCH_BERT_NSHAPES] = {
+    {"QKV", 1152, 384}, {"attn-out", 384, 384}, {"FFN-in", 1536, 384}, {"FFN-out", 384, 1536}};
 
 /* X [m, k], BERT-like: for k = 384 LayerNorm-like rows, N(0, 1) with 4
  * outlier channels 16x larger (offset 1); otherwise post-GELU rows,

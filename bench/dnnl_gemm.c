@@ -393,8 +393,6 @@ int main(int argc, char **argv) {
     CK(dnnl_engine_create(&eng, dnnl_cpu, 0));
     CK(dnnl_stream_create(&strm, eng, dnnl_stream_default_flags));
 
-    const int shapes[4][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536}};
-    const char *names[4] = {"QKV", "attn-out", "FFN-in", "FFN-out"};
     const int kmax = 1536, nmax = 1536;
     float *X = donto_aligned_alloc(sizeof(float) * mmax * kmax), *W = donto_aligned_alloc(sizeof(float) * nmax * kmax);
     float *WT = donto_aligned_alloc(sizeof(float) * nmax * kmax), *bias = donto_aligned_alloc(sizeof(float) * nmax);
@@ -426,8 +424,8 @@ int main(int argc, char **argv) {
     long rejected = 0;
     static char impl[32][2][128], lay[32][2][128];
     int row = 0;
-    for (int si = 0; si < 4; si++) {
-        const int n = shapes[si][0], k = shapes[si][1];
+    for (int si = 0; si < BENCH_BERT_NSHAPES; si++) {
+        const int n = bench_bert_shapes[si].n, k = bench_bert_shapes[si].k;
         for (size_t e = 0; e < (size_t)n * k; e++)
             W[e] = (float)(0.04 * bench_nrand() * (bench_urand() < 0.001 ? 5 : 1));
         for (int j = 0; j < n; j++)
@@ -575,7 +573,7 @@ int main(int argc, char **argv) {
                 procr[row][p] = pbest[p] / best[p];
             }
             printf("%-8s %4d %5d %5d | %7.1f %8.1f %7.1f %7.1f | %8.1f %6.1f %7.1f %6.1f | %7.1f %7.1f %7.1f\n",
-                   names[si], m, n, k, best[P_SGEMM] * 1e6, best[P_SGEMMT] * 1e6, best[P_DSGEMM] * 1e6,
+                   bench_bert_shapes[si].name, m, n, k, best[P_SGEMM] * 1e6, best[P_SGEMMT] * 1e6, best[P_DSGEMM] * 1e6,
                    best[P_DF32MM] * 1e6, best[P_DU8GEMM] * 1e6, lib[0] * 1e6, best[P_DI8MM] * 1e6, lib[1] * 1e6,
                    best[P_Q16] * 1e6, best[P_Q8] * 1e6, best[P_Q80] * 1e6);
             fflush(stdout);
@@ -598,14 +596,14 @@ int main(int argc, char **argv) {
         printf(" %8s", pname[p]);
     printf("\n");
     for (int r = 0; r < row; r++) {
-        printf("%-8s %4d |", names[r / nm], ms[r % nm]);
+        printf("%-8s %4d |", bench_bert_shapes[r / nm].name, ms[r % nm]);
         for (int p = 0; p < NP; p++)
             printf(" %8.1e", errs[r][p]);
         printf("\n");
     }
     printf("\noneDNN matmul implementations and weight layouts (K x N weights)\n");
     for (int r = 0; r < row; r++)
-        printf("%-8s %4d | f32: %-14s %-28s | int8: %-14s %s\n", names[r / nm], ms[r % nm], impl[r][0], lay[r][0],
+        printf("%-8s %4d | f32: %-14s %-28s | int8: %-14s %s\n", bench_bert_shapes[r / nm].name, ms[r % nm], impl[r][0], lay[r][0],
                impl[r][1], lay[r][1]);
     /* Thread CPU time would hide work handed to other threads: in the call
      * that gave each minimum, process CPU over thread CPU must be ~1. */
@@ -617,7 +615,7 @@ int main(int argc, char **argv) {
                 worst = procr[r][p], wr = r, wp = p;
     printf("\nprocess CPU / thread CPU in the calls that gave the minima: worst %.3f (%s, %s m=%d); 1.000 = no work "
            "elsewhere; %ld of %ld calls rejected (process CPU > 1.05 x thread CPU + 5 us)\n",
-           worst, pname[wp], names[wr / nm], ms[wr % nm], rejected, (long)reps * NP * 4 * nm);
+           worst, pname[wp], bench_bert_shapes[wr / nm].name, ms[wr % nm], rejected, (long)reps * NP * BENCH_BERT_NSHAPES * nm);
     dnnl_stream_destroy(strm);
     dnnl_engine_destroy(eng);
     return 0;

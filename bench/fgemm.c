@@ -32,8 +32,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_fgemm [reps >= 1]\n");
         return 2;
     }
-    const int shapes[4][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536}};
-    const char *names[4] = {"QKV", "attn-out", "FFN-in", "FFN-out"};
     const int ms[] = {16, 96, 256};
     const int mmax = 256, kmax = 1536, nmax = 1536;
     float *X = donto_aligned_alloc(sizeof(float) * mmax * kmax), *W = donto_aligned_alloc(sizeof(float) * nmax * kmax);
@@ -47,8 +45,8 @@ int main(int argc, char **argv) {
     printf("one thread, CPU time per GEMM (min of %d), us\n", reps);
     printf("%-8s %4s %5s %5s | %9s %9s | %7s %7s | %9s\n", "shape", "m", "n", "k", "sgemm", "packed", "GFLOP/s",
            "speedup", "max rdiff");
-    for (int si = 0; si < 4; si++) {
-        const int n = shapes[si][0], k = shapes[si][1];
+    for (int si = 0; si < BENCH_BERT_NSHAPES; si++) {
+        const int n = bench_bert_shapes[si].n, k = bench_bert_shapes[si].k;
         for (size_t e = 0; e < (size_t)n * k; e++) W[e] = (float)(0.04 * bench_nrand());
         for (int j = 0; j < n; j++) bias[j] = (float)(0.02 * bench_nrand());
         donto_fweight fw;
@@ -71,7 +69,7 @@ int main(int argc, char **argv) {
                 md = fmax(md, fabs((double)Ys[e] - Yp[e]));
                 my = fmax(my, fabs((double)Ys[e]));
             }
-            printf("%-8s %4d %5d %5d | %9.1f %9.1f | %7.1f %6.2fx | %9.2e\n", names[si], m, n, k, best[0] * 1e6,
+            printf("%-8s %4d %5d %5d | %9.1f %9.1f | %7.1f %6.2fx | %9.2e\n", bench_bert_shapes[si].name, m, n, k, best[0] * 1e6,
                    best[1] * 1e6, 2.0 * m * n * k / best[1] * 1e-9, best[0] / best[1], md / (my > 0 ? my : 1));
         }
         donto_fweight_free(&fw);

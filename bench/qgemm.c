@@ -122,8 +122,6 @@ static double int8_scheme_err(const float *X, const float *W, const float *bias,
 
 int main(int argc, char **argv) {
     double min_s = argc > 1 ? atof(argv[1]) : 0.6;
-    const int shapes[4][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536}};
-    const char *names[4] = {"QKV", "attn-out", "FFN-in", "FFN-out"};
     const int ms[2] = {1024, 8192};
     const int mmax = 8192, kmax = 1536, nmax = 1536;
 
@@ -142,8 +140,8 @@ int main(int argc, char **argv) {
            DONTO_QGEMM_XMAX, DONTO_QGEMM_WMAX, DONTO_QGEMM_MR, DONTO_QGEMM_NR);
     printf("%-8s %5s %5s %5s %3s | %9s %9s %7s | %9s %9s\n", "shape", "m", "n", "k", "thr", "sgemm", "qgemm",
            "speedup", "rel.err", "int8 err");
-    for (int si = 0; si < 4; si++) {
-        const int n = shapes[si][0], k = shapes[si][1];
+    for (int si = 0; si < BENCH_BERT_NSHAPES; si++) {
+        const int n = bench_bert_shapes[si].n, k = bench_bert_shapes[si].k;
         gen_weights(W, n, k);
         for (int j = 0; j < n; j++) bias[j] = (float)(0.02 * bench_nrand());
         donto_qweight qw;
@@ -192,7 +190,7 @@ int main(int argc, char **argv) {
                 double e = bench_rel_err(Yq, Yf, (size_t)m * n);
                 if (e8 < 0) e8 = int8_scheme_err(X, W, bias, Yf, 256, n, k);
                 double fl = 2.0 * m * n * k;
-                printf("%-8s %5d %5d %5d %3d | %9.1f %9.1f %6.2fx | %9.2e %9.2e\n", names[si], m, n, k, t,
+                printf("%-8s %5d %5d %5d %3d | %9.1f %9.1f %6.2fx | %9.2e %9.2e\n", bench_bert_shapes[si].name, m, n, k, t,
                        fl / best_f / 1e9, fl / best_q / 1e9, best_f / best_q, e, e8);
                 fflush(stdout);
             }

@@ -29,8 +29,6 @@
 int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
     const int nout = argc > 2 ? atoi(argv[2]) : 8;
-    const int shapes[4][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536}};
-    const char *names[4] = {"QKV", "attn-out", "FFN-in", "FFN-out"};
     const int ms[] = {16, 64, 256};
     const int mmax = 256, kmax = 1536, nmax = 1536;
     float *X = donto_aligned_alloc(sizeof(float) * mmax * kmax), *W = donto_aligned_alloc(sizeof(float) * nmax * kmax);
@@ -43,8 +41,8 @@ int main(int argc, char **argv) {
            donto_qgemm8_kernel_name(DONTO_ISA_AUTO), nout);
     printf("%-8s %4s %5s %5s | %8s %8s %8s | %6s %6s | %9s %9s\n", "shape", "m", "n", "k", "sgemm", "int16", "int8",
            "8/16", "8/f32", "err16", "err8");
-    for (int si = 0; si < 4; si++) {
-        const int n = shapes[si][0], k = shapes[si][1];
+    for (int si = 0; si < BENCH_BERT_NSHAPES; si++) {
+        const int n = bench_bert_shapes[si].n, k = bench_bert_shapes[si].k;
         for (size_t e = 0; e < (size_t)n * k; e++) W[e] = (float)(0.04 * bench_nrand() * (bench_urand() < 0.001 ? 5 : 1));
         for (int j = 0; j < n; j++) bias[j] = (float)(0.02 * bench_nrand());
         bench_gen_x(X, mmax, k);
@@ -70,7 +68,7 @@ int main(int argc, char **argv) {
                     double dt = bench_cpu_now(CLOCK_THREAD_CPUTIME_ID) - t0;
                     if (dt < best[lib]) best[lib] = dt;
                 }
-            printf("%-8s %4d %5d %5d | %8.1f %8.1f %8.1f | %5.2fx %5.2fx | %9.2e %9.2e\n", names[si], m, n, k,
+            printf("%-8s %4d %5d %5d | %8.1f %8.1f %8.1f | %5.2fx %5.2fx | %9.2e %9.2e\n", bench_bert_shapes[si].name, m, n, k,
                    best[0] * 1e6, best[1] * 1e6, best[2] * 1e6, best[1] / best[2], best[0] / best[2],
                    bench_rel_err(Y16, Yf, (size_t)m * n), bench_rel_err(Y8, Yf, (size_t)m * n));
             fflush(stdout);
