@@ -197,20 +197,11 @@ static void fg_avx2(const float *X, int m, int ldx, const donto_fweight *W, cons
 }
 #endif
 
-static donto_isa fg_isa(donto_isa s) {
-#ifdef FG_X86
-    return cpu_isa_runnable(s);
-#else
-    (void)s;
-    return DONTO_ISA_PORTABLE;
-#endif
-}
-
 void donto_fgemm_isa(const float *X, int m, int ldx, const donto_fweight *W, const float *bias, float *Y, int ldy,
                      donto_isa isa) {
     if (m <= 0) return;
 #ifdef FG_X86
-    if (fg_isa(isa) >= DONTO_ISA_AVX2) {
+    if (cpu_isa_runnable(isa) >= DONTO_ISA_AVX2) {
         fg_avx2(X, m, ldx, W, bias, Y, ldy);
         return;
     }
@@ -219,10 +210,10 @@ void donto_fgemm_isa(const float *X, int m, int ldx, const donto_fweight *W, con
 }
 
 int donto_fgemm_preferred(donto_isa isa) {
-    const donto_isa s = fg_isa(isa);
+    const donto_isa s = cpu_isa_runnable(isa);
     return s == DONTO_ISA_AVX2 || s == DONTO_ISA_AVXVNNI;
 }
 
 const char *donto_fgemm_kernel_name(donto_isa isa) {
-    return fg_isa(isa) >= DONTO_ISA_AVX2 ? "fp32 fma ymm 6x16" : "fp32 plain C";
+    return cpu_isa_runnable(isa) >= DONTO_ISA_AVX2 ? "fp32 fma ymm 6x16" : "fp32 plain C";
 }

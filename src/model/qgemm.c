@@ -129,17 +129,6 @@
  * overflow float for amax < ~1.2e-35, and such rows contribute nothing. */
 #define QG_TINY 1e-30f
 
-/* The set a call runs: s resolved (auto: the best), or the best the CPU
- * has when s is one it lacks (never an illegal instruction). */
-static donto_isa qg_isa(donto_isa s) {
-#ifdef QG_X86
-    return cpu_isa_runnable(s);
-#else
-    (void)s;
-    return DONTO_ISA_PORTABLE;
-#endif
-}
-
 /* Row stride (int16 elements) of quantized activations in scratch. */
 static size_t qg_lda(int k) {
     size_t kp = ((size_t)k + 1) & ~(size_t)1;
@@ -236,7 +225,7 @@ static float qg_quant_row(const float *x, int k, int16_t *q, int kpad, int avx2)
 }
 
 float donto_qgemm_quant_row(const float *x, int k, int16_t *q, int kpad) {
-    return qg_quant_row(x, k, q, kpad, qg_isa(DONTO_ISA_AUTO) >= DONTO_ISA_AVX2);
+    return qg_quant_row(x, k, q, kpad, cpu_isa_runnable(DONTO_ISA_AUTO) >= DONTO_ISA_AVX2);
 }
 
 /* ---- weights --------------------------------------------------------- */
@@ -861,12 +850,12 @@ static void qg_gemm(const float *X, int m, int k, int ldx, const donto_qweight *
 
 void donto_qgemm(const float *X, int m, int k, int ldx, const donto_qweight *W, const float *bias, float *Y,
                  int ldy, void *scratch, int nthreads) {
-    qg_gemm(X, m, k, ldx, W, bias, Y, ldy, scratch, nthreads, qg_isa(DONTO_ISA_AUTO));
+    qg_gemm(X, m, k, ldx, W, bias, Y, ldy, scratch, nthreads, cpu_isa_runnable(DONTO_ISA_AUTO));
 }
 
 void donto_qgemm_isa(const float *X, int m, int k, int ldx, const donto_qweight *W, const float *bias, float *Y,
                      int ldy, void *scratch, int nthreads, donto_isa isa) {
-    qg_gemm(X, m, k, ldx, W, bias, Y, ldy, scratch, nthreads, qg_isa(isa));
+    qg_gemm(X, m, k, ldx, W, bias, Y, ldy, scratch, nthreads, cpu_isa_runnable(isa));
 }
 
 void donto_qgemm_portable(const float *X, int m, int k, int ldx, const donto_qweight *W, const float *bias,
@@ -875,7 +864,7 @@ void donto_qgemm_portable(const float *X, int m, int k, int ldx, const donto_qwe
 }
 
 const char *donto_qgemm_kernel_name(donto_isa isa) {
-    switch (qg_isa(isa)) {
+    switch (cpu_isa_runnable(isa)) {
     case DONTO_ISA_AVX512VNNI: return "int16 vpdpwssd zmm 8x32";
     case DONTO_ISA_AVX512: return "int16 vpmaddwd zmm 8x32";
     case DONTO_ISA_AVXVNNI: return "int16 vpdpwssd ymm 6x16";

@@ -57,15 +57,6 @@
 
 _Static_assert(2 * DONTO_QGEMM8_XMAX * DONTO_QGEMM8_WMAX < 32768, "vpmaddubsw would saturate");
 
-static donto_isa q8_isa(donto_isa s) {
-#ifdef Q8_X86
-    return cpu_isa_runnable(s);
-#else
-    (void)s;
-    return DONTO_ISA_PORTABLE;
-#endif
-}
-
 static size_t q8_lda(int k) {
     size_t kq = ((size_t)k + 3) & ~(size_t)3;
     return (kq + 31) & ~(size_t)31;
@@ -475,7 +466,7 @@ void donto_qgemm8_isa(const float *X, int m, int k, int ldx, const donto_qweight
     if (m <= 0) return;
     assert(W && W->packed && k == W->k && ldx >= k && ldy >= W->n && scratch && X && Y);
     (void)k;
-    isa = q8_isa(isa);
+    isa = cpu_isa_runnable(isa);
     const int simd = isa >= DONTO_ISA_AVX2;
     const int n = W->n, npanels = W->npanels;
     const size_t lda = q8_lda(W->k);
@@ -524,7 +515,7 @@ void donto_qgemm8_isa(const float *X, int m, int k, int ldx, const donto_qweight
 }
 
 const char *donto_qgemm8_kernel_name(donto_isa isa) {
-    switch (q8_isa(isa)) {
+    switch (cpu_isa_runnable(isa)) {
     case DONTO_ISA_AVX512VNNI: return "int8 vpdpbusd ymm (evex) 6x16";
     case DONTO_ISA_AVXVNNI: return "int8 vpdpbusd ymm (vex) 6x16";
     case DONTO_ISA_AVX512:
