@@ -192,27 +192,26 @@ void donto_encoder_kernels_get(const donto_encoder *e, donto_encoder_kernels *ou
         return;
     }
     snprintf(out->isa, sizeof out->isa, "%s", donto_isa_name(e->isa));
+    /* The dense layers' GEMM, then one summary: what runs them, and the
+     * OpenBLAS core (attention's GEMMs, and fp32's where it is OpenBLAS). */
+    char what[sizeof out->gemm + 64];
     if (e->quant) {
         snprintf(out->gemm, sizeof out->gemm, "%s", bert_quant_kernel_name(e->quant));
-        snprintf(out->summary, sizeof out->summary, "isa %s, GEMM %s, attention openblas (core %s%s%s%s)",
-                 out->isa, out->gemm, out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "",
-                 strcmp(out->blas_steer, "none") ? ", steering " : "", strcmp(out->blas_steer, "none") ? out->blas_steer : "");
+        snprintf(what, sizeof what, "GEMM %s, attention openblas", out->gemm);
     } else if (e->bf16) {
         snprintf(out->gemm, sizeof out->gemm, "bf16 values, openblas sgemm");
-        snprintf(out->summary, sizeof out->summary, "isa %s, GEMM bf16 values on openblas sgemm (core %s%s%s%s)", out->isa,
-                 out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "",
-                 strcmp(out->blas_steer, "none") ? ", steering " : "", strcmp(out->blas_steer, "none") ? out->blas_steer : "");
+        snprintf(what, sizeof what, "GEMM bf16 values on openblas sgemm");
     } else if (e->fp32p) {
         snprintf(out->gemm, sizeof out->gemm, "%s", bert_fp32p_kernel_name(e->fp32p));
-        snprintf(out->summary, sizeof out->summary, "isa %s, fp32 GEMM %s, attention openblas (core %s%s%s%s)",
-                 out->isa, out->gemm, out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "",
-                 strcmp(out->blas_steer, "none") ? ", steering " : "", strcmp(out->blas_steer, "none") ? out->blas_steer : "");
+        snprintf(what, sizeof what, "fp32 GEMM %s, attention openblas", out->gemm);
     } else {
         snprintf(out->gemm, sizeof out->gemm, "openblas");
-        snprintf(out->summary, sizeof out->summary, "isa %s, fp32 GEMM openblas (core %s%s%s%s)", out->isa,
-                 out->blas_core, out->blas_weaker ? ", weaker than this CPU" : "",
-                 strcmp(out->blas_steer, "none") ? ", steering " : "", strcmp(out->blas_steer, "none") ? out->blas_steer : "");
+        snprintf(what, sizeof what, "fp32 GEMM openblas");
     }
+    const int steered = strcmp(out->blas_steer, "none") != 0;
+    snprintf(out->summary, sizeof out->summary, "isa %s, %s (core %s%s%s%s)", out->isa, what, out->blas_core,
+             out->blas_weaker ? ", weaker than this CPU" : "", steered ? ", steering " : "",
+             steered ? out->blas_steer : "");
 }
 
 /* Calibration texts of the int8 path (general English, not from any test
