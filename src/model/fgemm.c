@@ -14,14 +14,15 @@
  *    rows; a partial last panel goes through a 16-column bounce row.
  *  - Per call: k blocks of FG_KC outer (a panel's k-slice, FG_KC x 64 B =
  *    16 KB, stays in L1 while every 6-row tile of the call streams past
- *    it), then panels, then tiles.  In the forward (96-row calls, 2,000
- *    claims, 2 threads) FG_KC 256 ran 394-398 items/s against 383-391 for
- *    128 and 380-383 for 384 (no blocking at k = 384); packing X's tile
- *    rows per block (6 floats per k, contiguous broadcasts) was slower
- *    (352-369: the transposing copy costs more than it saves), and
- *    prefetching the tile's Y lines changed nothing.  The accumulators start from the bias
+ *    it), then panels, then tiles.  The accumulators start from the bias
  *    (first block) or from Y (the blocks after it), so blocking does not
  *    change the order of the fmas: y = bias, then fma over c = 0 .. k-1.
+ *    In the forward (96-row calls, 2,000 claims, 2 threads) FG_KC 256 ran
+ *    394-398 items/s against 383-391 for 128 and 380-383 for 384 (no
+ *    blocking at k = 384); packing X's tile rows per block (6 floats per
+ *    k, contiguous broadcasts) was slower (352-369: the transposing copy
+ *    costs more than it saves), and prefetching the tile's Y lines changed
+ *    nothing.
  *  - The plain C path does the same fmaf()s in the same order, so it gives
  *    the same bits (test_fgemm); it is only a fallback, far slower than
  *    OpenBLAS, and the encoder never picks it (donto_fgemm_preferred).
@@ -29,11 +30,13 @@
  * Why own it (measured on the 2-core Zen 3, 2026-12-05; docs/engine.md):
  * OpenBLAS's kernel is about as fast as this one, but every cblas_sgemm
  * call packs W again and needs Y seeded with the bias; in the fp32 forward
- * that was 7.1% of all samples.  One thread (bench_fgemm): 94-101 GFLOP/s,
- * 1.02-1.15x OpenBLAS at 96-256 rows and 1.62-1.67x at 16; the whole fp32
- * forward gained ~4% (medians of interleaved runs).  On AVX-512 sets OpenBLAS (steered to its SkylakeX
- * kernels, blas_steer.c) has zmm kernels of twice the width, so the encoder
- * keeps it there; a zmm twin of this kernel is future work.
+ * that was 7.1% of all samples.  One thread (bench_fgemm,
+ * bench/results/fgemm-2026-12-05.txt): 92-99 GFLOP/s, 1.11-1.13x OpenBLAS
+ * at the forward's 96-row calls, 1.00-1.06x at 256 and 1.61-1.63x at 16;
+ * the whole fp32 forward gained ~4% (medians of interleaved runs).  On
+ * AVX-512 sets OpenBLAS (steered to its SkylakeX kernels, blas_steer.c)
+ * has zmm kernels of twice the width, so the encoder keeps it there; a zmm
+ * twin of this kernel is future work.
  */
 #include "fgemm.h"
 
