@@ -100,7 +100,7 @@ int donto_qweight8_init(donto_qweight8 *q, const float *W, int n, int k, const i
     q->colsum = donto_aligned_alloc(npad * sizeof(int32_t));
     q->keep = malloc((size_t)k * sizeof(float));
     q->out_idx = malloc((size_t)(nout ? nout : 1) * sizeof(int));
-    q->out_w = malloc((size_t)(nout ? nout : 1) * npad * sizeof(float));
+    q->out_w = donto_aligned_alloc((size_t)(nout ? nout : 1) * npad * sizeof(float));
     if (!q->packed || !q->scale || !q->colsum || !q->keep || !q->out_idx || !q->out_w) {
         donto_qweight8_free(q);
         return donto_seterr(err, "qweight8: out of memory packing [%d, %d]", n, k);
@@ -394,10 +394,16 @@ static const q8_block_fn q8_blocks_avx512vnni[Q8_MR + 1] = {NULL,
                                                             q8_block_avx512vnni_5,
                                                             q8_block_avx512vnni_6};
 
-/* Epilogue: y = float(acc - zp * colsum) * (sx * sw) + bias, ncols <= 16. */
-Q8_AVX2 static void q8_store(int MR, int32_t acc[Q8_MR][Q8_NR], const float *sx, const int32_t *zp,
-                             const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y,
-                             size_t ldy, const float *x, size_t ldx, const donto_qweight8 *W, int j0) {
+/* Epilogue: y = float(acc - zp * colsum) * (sx * sw) + bias, ncols <= 16,
+ * then the outlier channels, fp32, one FMA each in list order.  The outlier
+ * loop runs over channels outside and rows inside, so the MR x 2 FMA chains
+ * are independent (row by row, the 8 FMAs of a row waited on each other:
+ * that loop was 7% of the int8 forward); every output still gets its FMAs
+ * in list order, so the bits are those of the portable path. */
+Q8_AVX2 static inline __attribute__((always_inline)) void q8_store_rows(
+    const int MR, int32_t acc[Q8_MR][Q8_NR], const float *sx, const int32_t *zp, const int32_t *colsum,
+    const float *sw, const float *bias, int ncols, float *y, size_t ldy, const float *x, size_t ldx,
+    const donto_qweight8 *W, int j0) {
     const size_t npad = (size_t)W->npanels * Q8_NR;
     const __m256 sw0 = _mm256_load_ps(sw), sw1 = _mm256_load_ps(sw + 8);
     const __m256i cs0 = _mm256_load_si256((const __m256i *)colsum), cs1 = _mm256_load_si256((const __m256i *)(colsum + 8));
@@ -408,32 +414,46 @@ Q8_AVX2 static void q8_store(int MR, int32_t acc[Q8_MR][Q8_NR], const float *sx,
         b0 = _mm256_loadu_ps(tb);
         b1 = _mm256_loadu_ps(tb + 8);
     }
+    __m256 y0[Q8_MR], y1[Q8_MR];
     for (int i = 0; i < MR; i++) {
         const __m256 s = _mm256_set1_ps(sx[i]);
         const __m256i z = _mm256_set1_epi32(zp[i]);
         const __m256i a0 = _mm256_sub_epi32(_mm256_load_si256((const __m256i *)acc[i]), _mm256_mullo_epi32(z, cs0));
         const __m256i a1 =
             _mm256_sub_epi32(_mm256_load_si256((const __m256i *)(acc[i] + 8)), _mm256_mullo_epi32(z, cs1));
-        __m256 y0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0), _mm256_mul_ps(s, sw0), b0);
-        __m256 y1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_mul_ps(s, sw1), b1);
-        /* the outlier channels, fp32, one FMA each in list order */
-        for (int o = 0; o < W->nout; o++) {
-            const __m256 xo = _mm256_set1_ps(x[(size_t)i * ldx + W->out_idx[o]]);
-            const float *wo = W->out_w + (size_t)o * npad + j0;
-            y0 = _mm256_fmadd_ps(xo, _mm256_load_ps(wo), y0);
-            y1 = _mm256_fmadd_ps(xo, _mm256_load_ps(wo + 8), y1);
+        y0[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0), _mm256_mul_ps(s, sw0), b0);
+        y1[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_mul_ps(s, sw1), b1);
+    }
+    for (int o = 0; o < W->nout; o++) {
+        const float *wo = W->out_w + (size_t)o * npad + j0, *xo = x + W->out_idx[o];
+        const __m256 w0 = _mm256_loadu_ps(wo), w1 = _mm256_loadu_ps(wo + 8);
+        for (int i = 0; i < MR; i++) {
+            const __m256 xv = _mm256_broadcast_ss(xo + (size_t)i * ldx);
+            y0[i] = _mm256_fmadd_ps(xv, w0, y0[i]);
+            y1[i] = _mm256_fmadd_ps(xv, w1, y1[i]);
         }
+    }
+    for (int i = 0; i < MR; i++) {
         float *yr = y + (size_t)i * ldy;
         if (ncols == Q8_NR) {
-            _mm256_storeu_ps(yr, y0);
-            _mm256_storeu_ps(yr + 8, y1);
+            _mm256_storeu_ps(yr, y0[i]);
+            _mm256_storeu_ps(yr + 8, y1[i]);
         } else {
             float t[Q8_NR];
-            _mm256_storeu_ps(t, y0);
-            _mm256_storeu_ps(t + 8, y1);
+            _mm256_storeu_ps(t, y0[i]);
+            _mm256_storeu_ps(t + 8, y1[i]);
             memcpy(yr, t, (size_t)ncols * sizeof(float));
         }
     }
+}
+
+/* Full 6-row tiles with a constant row count (the accumulators stay in
+ * registers), the short last tile of a task with a variable one. */
+Q8_AVX2 static void q8_store(int MR, int32_t acc[Q8_MR][Q8_NR], const float *sx, const int32_t *zp,
+                             const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y,
+                             size_t ldy, const float *x, size_t ldx, const donto_qweight8 *W, int j0) {
+    if (MR == Q8_MR) q8_store_rows(Q8_MR, acc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
+    else q8_store_rows(MR, acc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
 }
 
 /* One task: rows [i0, i1) x panels [p0, p1); per panel the 6-row
