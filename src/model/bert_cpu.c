@@ -86,6 +86,13 @@ void bert_gelu_inplace(float *x, size_t n) { bert_kern_for(DONTO_ISA_AUTO)->gelu
 
 void bert_softmax_inplace(float *x, int n) { bert_kern_for(DONTO_ISA_AUTO)->softmax(x, n); }
 
+size_t bert_attend_scratch_floats(int D, int len) { return (size_t)(D + len + 1) * (size_t)(len + 16); }
+
+void bert_attend_one(donto_isa isa, const float *qkv, int H, int D, int h, int o, int len, int q0, int q1,
+                     float *ctx, int ctx_stride, float *scratch) {
+    bert_kern_for(isa)->attend_one(qkv, H, D, h, o, len, q0, q1, ctx, ctx_stride, scratch);
+}
+
 /* ---------- fp32 linear backend ---------- */
 
 /* Weight and bias of layer l's matrix `which`, with its shape. */
@@ -214,7 +221,7 @@ static int rows_per_thread(int M, int nt) { return ((M + nt - 1) / nt + 15) & ~1
 /* Per-thread attention scratch in floats: K^T [D][lenp] + scores
  * [len][lenp] for the loops, or a len x len score block for the GEMM form. */
 static size_t attn_floats(int D, int maxlen) {
-    size_t loops = (size_t)(D + maxlen + 1) * (size_t)(maxlen + 16);
+    size_t loops = bert_attend_scratch_floats(D, maxlen);
     size_t gemm = (size_t)maxlen * (size_t)maxlen;
     return align64((loops > gemm ? loops : gemm) * 4) / 4;
 }

@@ -95,4 +95,13 @@ const char *bert_fp32p_kernel_name(const bert_fp32p *p);
  * exposed for tests. */
 void bert_gelu_inplace(float *x, size_t n);           /* exact erf GELU */
 void bert_softmax_inplace(float *x, int n);
+/* The attention loops of one (sequence, head) on kernel set isa's loops
+ * (AVX2 on every SIMD set, plain C on portable), as the forward calls them
+ * for sequences under its GEMM threshold: qkv rows [o, o+len) (row stride
+ * 3H: Q, K, V), head h of size D, queries [q0, q1); ctx rows (stride
+ * ctx_stride) from query q0's, columns [h D, (h+1) D). Reads no qkv row
+ * outside the sequence. scratch: bert_attend_scratch_floats(D, len) floats. */
+size_t bert_attend_scratch_floats(int D, int len);
+void bert_attend_one(donto_isa isa, const float *qkv, int H, int D, int h, int o, int len, int q0, int q1,
+                     float *ctx, int ctx_stride, float *scratch);
 #endif

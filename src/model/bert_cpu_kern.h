@@ -85,18 +85,22 @@ BK_TARGET static void BK(add_layernorm_row)(float *x, const float *r, const floa
     for (int i = 0; i < n; i++) x[i] = (x[i] - mean) * inv * g[i] + beta[i];
 }
 
-/* kt[d][j] = K[j][d] for the len keys of one (sequence, head), pad keys
- * [len, lenp) zero. K rows have stride ld. */
+/* kt[d][j] = K[j][d] for the len keys of one (sequence, head). K rows have
+ * stride ld. Pad keys [len, lenp): zero in the scalar loop; the AVX2 loop
+ * transposes the last, partial block of 8 keys whole, its rows past len
+ * repeating key len - 1 (no scalar tail: with ~20-token texts that tail
+ * was most of this function). Pad keys' scores are computed and never read. */
 BK_TARGET static void BK(transpose_keys)(const float *k, int ld, int len, int lenp, int D, float *kt) {
     int j = 0;
 #if BK_AVX2
-    if (D % 8 == 0) {
-        for (; j + 8 <= len; j += 8)
+    if (D % 8 == 0 && len > 0 && lenp >= ((len + 7) & ~7)) {
+        for (; j < len; j += 8)
             for (int d = 0; d < D; d += 8) {
                 /* 8x8 block transpose in registers: unpack pairs, then quads,
                  * then swap 128-bit halves. */
                 __m256 r[8], t[8];
-                for (int x = 0; x < 8; x++) r[x] = _mm256_loadu_ps(k + (size_t)(j + x) * ld + d);
+                for (int x = 0; x < 8; x++)
+                    r[x] = _mm256_loadu_ps(k + (size_t)(j + x < len ? j + x : len - 1) * ld + d);
                 t[0] = _mm256_unpacklo_ps(r[0], r[1]), t[1] = _mm256_unpackhi_ps(r[0], r[1]);
                 t[2] = _mm256_unpacklo_ps(r[2], r[3]), t[3] = _mm256_unpackhi_ps(r[2], r[3]);
                 t[4] = _mm256_unpacklo_ps(r[4], r[5]), t[5] = _mm256_unpackhi_ps(r[4], r[5]);
@@ -115,37 +119,44 @@ BK_TARGET static void BK(transpose_keys)(const float *k, int ld, int len, int le
     for (; j < len; j++)
         for (int d = 0; d < D; d++) kt[(size_t)d * lenp + j] = k[(size_t)j * ld + d];
     for (int d = 0; d < D; d++)
-        for (int x = len; x < lenp; x++) kt[(size_t)d * lenp + x] = 0;
+        for (int x = j; x < lenp; x++) kt[(size_t)d * lenp + x] = 0;
 }
 
 /* S[i - q0][j] = scale * q_i . k_j for queries [q0, q1), keys [0, lenp).
- * Q rows have stride ld; kt is [D][lenp]. Register-blocked: 4 queries x 8
+ * Q rows have stride ld; kt is [D][lenp]. Register-blocked: R queries x 8
  * keys of accumulators stay in registers across the whole d loop (keeping
- * them in memory made the loop store-forwarding bound). */
+ * them in memory made the loop store-forwarding bound); 8 queries while 8
+ * remain (8 independent FMA chains: with 4 the loop waited on the FMA
+ * latency), then 4. Every score is the same FMA chain over d either way. */
+#if BK_AVX2
+BK_TARGET static inline __attribute__((always_inline)) void BK(scores_rows)(const int R, const float *const *qr,
+                                                                             int D, const float *kt, int lenp,
+                                                                             __m256 vs, int ni, float *out) {
+    for (int j = 0; j < lenp; j += 8) {
+        __m256 a[8];
+        for (int r = 0; r < R; r++) a[r] = _mm256_setzero_ps();
+        for (int d = 0; d < D; d++) {
+            const __m256 kv = _mm256_loadu_ps(kt + (size_t)d * lenp + j);
+            for (int r = 0; r < R; r++) a[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[r] + d), kv, a[r]);
+        }
+        for (int r = 0; r < ni; r++) _mm256_storeu_ps(out + (size_t)r * lenp + j, _mm256_mul_ps(a[r], vs));
+    }
+}
+#endif
+
 BK_TARGET static void BK(attn_scores)(const float *q, int ld, int q0, int q1, int D, const float *kt, int lenp,
                                       float scale, float *S) {
 #if BK_AVX2
     const __m256 vs = _mm256_set1_ps(scale);
-    for (int i = q0; i < q1; i += 4) {
-        const int ni = q1 - i < 4 ? q1 - i : 4;
+    for (int i = q0; i < q1;) {
+        const int R = q1 - i >= 8 ? 8 : 4, ni = q1 - i < R ? q1 - i : R;
         /* Rows past q1 repeat the last valid one: computed, never stored. */
-        const float *qr[4];
-        for (int r = 0; r < 4; r++) qr[r] = q + (size_t)(i + (r < ni ? r : ni - 1)) * ld;
-        for (int j = 0; j < lenp; j += 8) {
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int d = 0; d < D; d++) {
-                const __m256 kv = _mm256_loadu_ps(kt + (size_t)d * lenp + j);
-                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[0] + d), kv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[1] + d), kv, a1);
-                a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[2] + d), kv, a2);
-                a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(qr[3] + d), kv, a3);
-            }
-            float *out = S + (size_t)(i - q0) * lenp + j;
-            _mm256_storeu_ps(out, _mm256_mul_ps(a0, vs));
-            if (ni > 1) _mm256_storeu_ps(out + lenp, _mm256_mul_ps(a1, vs));
-            if (ni > 2) _mm256_storeu_ps(out + 2 * (size_t)lenp, _mm256_mul_ps(a2, vs));
-            if (ni > 3) _mm256_storeu_ps(out + 3 * (size_t)lenp, _mm256_mul_ps(a3, vs));
-        }
+        const float *qr[8];
+        for (int r = 0; r < R; r++) qr[r] = q + (size_t)(i + (r < ni ? r : ni - 1)) * ld;
+        float *out = S + (size_t)(i - q0) * lenp;
+        if (R == 8) BK(scores_rows)(8, qr, D, kt, lenp, vs, ni, out);
+        else BK(scores_rows)(4, qr, D, kt, lenp, vs, ni, out);
+        i += ni;
     }
 #else
     for (int i = q0; i < q1; i++) {
@@ -160,30 +171,68 @@ BK_TARGET static void BK(attn_scores)(const float *q, int ld, int q0, int q1, in
 #endif
 }
 
+#if BK_AVX2
+/* ctx rows of R (1 or 2) queries = P V for head size D (a multiple of 8, at
+ * most 64): the R x D/8 accumulators stay in registers over the keys (in
+ * an array through `omp simd` they were stored and reloaded every key), and
+ * two queries share each load of V. acc += p * v, a multiply then an add,
+ * key by key: the same arithmetic as the plain loop. */
+BK_TARGET static inline __attribute__((always_inline)) void BK(pv_rows)(const int R, const int D, const float *S,
+                                                                         int lenp, const float *vbase, int ld,
+                                                                         int len, float *out, int ctx_stride) {
+    __m256 a[2][8];
+    for (int r = 0; r < R; r++)
+        for (int e = 0; e < D / 8; e++) a[r][e] = _mm256_setzero_ps();
+    for (int j = 0; j < len; j++) {
+        const float *v = vbase + (size_t)j * ld;
+        __m256 p[2];
+        for (int r = 0; r < R; r++) p[r] = _mm256_broadcast_ss(S + (size_t)r * lenp + j);
+        for (int e = 0; e < D / 8; e++) {
+            const __m256 ve = _mm256_loadu_ps(v + 8 * e);
+            for (int r = 0; r < R; r++) a[r][e] = _mm256_add_ps(a[r][e], _mm256_mul_ps(p[r], ve));
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int e = 0; e < D / 8; e++) _mm256_storeu_ps(out + (size_t)r * ctx_stride + 8 * e, a[r][e]);
+}
+#endif
+
 /* One (sequence, head): rows [o, o+len) of qkv (row stride 3H), queries
  * q0..q1 (all rows, or just row 0 for the CLS-only last layer), writing
  * ctx rows (row stride ctx_stride) starting with query q0's.
- * kt: scratch [D][lenp] (K transposed, lenp = len rounded up to 8, pad keys
- * zero; their scores are computed and left out of the softmax), then
+ * kt: scratch [D][lenp] (K transposed, lenp = len rounded up to 8; pad
+ * keys' scores are computed and left out of the softmax), then
  * S: [(q1 - q0)][lenp] scores. Inlined with a constant D for the common
- * head sizes, so the context accumulator lives in registers. */
+ * head sizes, so the context accumulators live in registers. */
 BK_TARGET static inline __attribute__((always_inline)) void BK(attend_impl)(const float *qkv, int H, const int D,
                                                                             int h, int o, int len, int q0, int q1,
                                                                             float *ctx, int ctx_stride, float *kt) {
     const int ld = 3 * H, lenp = (len + 7) & ~7;
-    const float *qbase = qkv + (size_t)o * ld + h * D;
+    const float *qbase = qkv + (size_t)o * ld + h * D, *vbase = qbase + 2 * H;
     float *S = kt + (size_t)D * lenp;
     BK(transpose_keys)(qbase + H, ld, len, lenp, D, kt);
     BK(attn_scores)(qbase, ld, q0, q1, D, kt, lenp, 1.0f / sqrtf((float)D), S);
+    for (int i = q0; i < q1; i++) BK(softmax)(S + (size_t)(i - q0) * lenp, len);
+    int i = q0;
+#if BK_AVX2
+    if (D % 8 == 0 && D <= 64) {
+        for (; i + 2 <= q1; i += 2)
+            BK(pv_rows)(2, D, S + (size_t)(i - q0) * lenp, lenp, vbase, ld, len,
+                        ctx + (size_t)(i - q0) * ctx_stride + h * D, ctx_stride);
+        if (i < q1)
+            BK(pv_rows)(1, D, S + (size_t)(i - q0) * lenp, lenp, vbase, ld, len,
+                        ctx + (size_t)(i - q0) * ctx_stride + h * D, ctx_stride);
+        return;
+    }
+#endif
     float acc[256];
-    for (int i = q0; i < q1; i++) {
-        float *sc = S + (size_t)(i - q0) * lenp;
-        BK(softmax)(sc, len);
+    for (; i < q1; i++) {
+        const float *sc = S + (size_t)(i - q0) * lenp;
 #pragma omp simd
         for (int d = 0; d < D; d++) acc[d] = 0;
         for (int j = 0; j < len; j++) {
             const float p = sc[j];
-            const float *v = qbase + (size_t)j * ld + 2 * H;
+            const float *v = vbase + (size_t)j * ld;
 #pragma omp simd
             for (int d = 0; d < D; d++) acc[d] += p * v[d];
         }
