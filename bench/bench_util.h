@@ -14,6 +14,8 @@
  *   bench_pct                                a percentile (sorts in place)
  *   bench_normalise                          a row to unit L2 norm
  *   bench_read_npy                           a float32 [n, dim] .npy, or exit
+ *   bench_arg_num                            a numeric argument in [lo, hi],
+ *                                            or the usage line and exit
  *
  * The data and clocks only: what a bench measures and prints stays in it.
  */
@@ -170,4 +172,27 @@ static inline float *bench_read_npy(const char *prog, const char *path, size_t *
     return v;
 }
 
+/* ---- arguments ----------------------------------------------------------- */
+
+/* argv[i] as a number in [lo, hi], dflt when absent. "-h"/"--help" prints
+ * usage and exits 0; anything else that is not such a number (atoi read
+ * "--help" as 0 reps and the bench printed a table of garbage) prints what
+ * is wrong and usage, and exits 2. */
+static inline double bench_arg_num(int argc, char **argv, int i, double dflt, double lo, double hi,
+                                   const char *usage) {
+    for (int a = 1; a < argc; a++)
+        if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help")) {
+            printf("usage: %s\n", usage);
+            exit(0);
+        }
+    if (i >= argc) return dflt;
+    char *end = NULL;
+    const double v = strtod(argv[i], &end);
+    if (end == argv[i] || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "%s: argument %d '%s' is not a number in [%g, %g]\nusage: %s\n", argv[0], i, argv[i], lo,
+                hi, usage);
+        exit(2);
+    }
+    return v;
+}
 #endif

@@ -27,9 +27,10 @@
 #include "fgemm.h"
 
 int main(int argc, char **argv) {
-    const int reps = argc > 1 ? atoi(argv[1]) : 200;
-    if (reps < 1) {
-        fprintf(stderr, "usage: bench_fgemm [reps >= 1]\n");
+    static const char usage[] = "bench_fgemm [reps 1..1000000, default 200]";
+    const int reps = (int)bench_arg_num(argc, argv, 1, 200, 1, 1e6, usage);
+    if (argc > 2) {
+        fprintf(stderr, "usage: %s\n", usage);
         return 2;
     }
     const int ms[] = {16, 96, 256};
