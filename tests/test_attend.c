@@ -1,12 +1,14 @@
 /*
  * Tests for the forward's attention loops (bert_cpu_kern.h, attend_one: the
- * path of every sequence shorter than the forward's GEMM threshold, i.e. of
- * nearly every claim):
+ * path of every sequence shorter than bert_attend_gemm_min, on the AVX2
+ * sets every sequence of a 384-wide model) and of its GEMM form
+ * (bert_attend_gemm, for longer ones):
  *  - ctx equals a double-precision softmax(Q K^T / sqrt(D)) V within 1e-5,
  *    on the portable loops and on every kernel set this CPU runs;
  *  - shapes: head sizes with a register path (32, 64), other multiples of 8
  *    (8, 24, 40) and over 64 (96), one not a multiple of 8 (12); lengths
- *    around the 8-key blocks (1..9, 15..17, 19, 24, 33, 47); all queries,
+ *    around the 8- and 16-key blocks (1..9, 15..17, 19, 24, 33, 47) and
+ *    longer ones (64, 100, 129, 260: several rounds of 12 queries); all queries,
  *    the CLS query alone, and the second half (odd and even query counts,
  *    for the 8 / 4 / 2 / 1 row blocks); head 0 and the last head; the
  *    sequence at row 0 and further down;
@@ -15,7 +17,8 @@
  *    it (a partial key block not clamped to the sequence) is a heap overflow
  *    under the ASan build; rows before the sequence are NaN, so a read of
  *    them that reached the output would show;
- *  - the SIMD sets (all on the AVX2 loops) give the same bits.
+ *  - the SIMD sets (all on the AVX2 loops) give the same bits;
+ *  - the GEMM form (all queries) is within 1e-5 of the same reference.
  * A set the CPU lacks prints "SKIP <set>: CPU lacks ..." (isa_sets.h).
  */
 #include <math.h>
@@ -99,6 +102,20 @@ static void one_case(int D, int len, int q0, int q1, int h, int o) {
         }
         g_isa.same[isa]++;
     }
+    if (q0 == 0 && q1 == len) {
+        /* the GEMM form writes rows [o, o + len) of a stride-H context */
+        float *g = malloc(sizeof(float) * (size_t)(o + len) * H), *sg = malloc(sizeof(float) * (size_t)len * len);
+        bert_attend_gemm(DONTO_ISA_AUTO, qkv, H, D, h, o, len, g, sg);
+        double worst = 0;
+        for (int i = 0; i < len; i++)
+            for (int d = 0; d < D; d++) {
+                const double err = fabs((double)g[(size_t)(o + i) * H + h * D + d] - ref[(size_t)i * D + d]);
+                worst = !(err <= worst) ? err : worst;
+            }
+        CHECK(worst <= 1e-5, "GEMM form D=%d len=%d h=%d o=%d: max error %.3g vs double", D, len, h, o, worst);
+        free(sg);
+        free(g);
+    }
     g_cases++;
     free(simd);
     free(ctx);
@@ -110,7 +127,7 @@ static void one_case(int D, int len, int q0, int q1, int h, int o) {
 int main(void) {
     isa_sets_find(&g_isa);
     static const int Ds[] = {8, 12, 24, 32, 40, 64, 96};
-    static const int lens[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 19, 24, 33, 47};
+    static const int lens[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 19, 24, 33, 47, 64, 100, 129, 260};
     for (size_t a = 0; a < sizeof Ds / sizeof *Ds; a++)
         for (size_t b = 0; b < sizeof lens / sizeof *lens; b++) {
             const int D = Ds[a], len = lens[b];

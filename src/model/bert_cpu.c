@@ -86,7 +86,24 @@ void bert_gelu_inplace(float *x, size_t n) { bert_kern_for(DONTO_ISA_AUTO)->gelu
 
 void bert_softmax_inplace(float *x, int n) { bert_kern_for(DONTO_ISA_AUTO)->softmax(x, n); }
 
-size_t bert_attend_scratch_floats(int D, int len) { return (size_t)(D + len + 1) * (size_t)(len + 16); }
+/* K^T [D][lenp] and the scores of one round of queries [BK_ATTN_QBLOCK][lenp],
+ * lenp = len rounded up to 8 (bert_cpu_kern.h, attend_impl). */
+size_t bert_attend_scratch_floats(int D, int len) {
+    return (size_t)(D + BK_ATTN_QBLOCK) * (size_t)((len + 7) & ~7);
+}
+
+/* bench_attend, one thread, Zen 3 (docs/engine.md): the AVX2 loops beat
+ * OpenBLAS's two GEMMs while len x D < 24576 (D 64: 1.03x at 256 tokens,
+ * 0.99x at 384; D 32: 1.06x still at 512). Everywhere else 48 tokens, as
+ * before that was measured: plain C loops lose to any BLAS on long rows,
+ * and on the AVX-512 sets OpenBLAS runs zmm kernels the AVX2 loops do not
+ * have (not measured: no such CPU here). */
+int bert_attend_gemm_min(donto_isa isa, int D) {
+    const donto_isa s = cpu_isa_resolve(isa);
+    if ((s == DONTO_ISA_AVX2 || s == DONTO_ISA_AVXVNNI) && bert_kern_for(s) != &kern_generic)
+        return 24576 / (D > 0 ? D : 1); /* D 64: 384 tokens; D 32: 768, over 512 */
+    return 48;
+}
 
 void bert_attend_one(donto_isa isa, const float *qkv, int H, int D, int h, int o, int len, int q0, int q1,
                      float *ctx, int ctx_stride, float *scratch) {
@@ -213,16 +230,12 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
  * the BLAS micro-kernels run full. */
 static int rows_per_thread(int M, int nt) { return ((M + nt - 1) / nt + 15) & ~15; }
 
-/* Sequences at least this long run attention as two small GEMMs per head
- * (scores = Q K^T, ctx = P V); shorter ones use the direct loops, where a
- * BLAS call would cost more than the arithmetic. */
-#define ATTN_GEMM_MIN 48
-
-/* Per-thread attention scratch in floats: K^T [D][lenp] + scores
- * [len][lenp] for the loops, or a len x len score block for the GEMM form. */
-static size_t attn_floats(int D, int maxlen) {
+/* Per-thread attention scratch in floats: the loops' (K^T and one round of
+ * scores), or a len x len score block where the longest sequence takes the
+ * GEMM form on kernel set isa. */
+static size_t attn_floats(donto_isa isa, int D, int maxlen) {
     size_t loops = bert_attend_scratch_floats(D, maxlen);
-    size_t gemm = (size_t)maxlen * (size_t)maxlen;
+    size_t gemm = maxlen >= bert_attend_gemm_min(isa, D) ? (size_t)maxlen * (size_t)maxlen : 0;
     return align64((loops > gemm ? loops : gemm) * 4) / 4;
 }
 
@@ -239,6 +252,11 @@ static void attend_gemm(const bert_kern *kn, const float *qkv, int H, int D, int
                 ctx + (size_t)o * H + h * D, H);
 }
 
+void bert_attend_gemm(donto_isa isa, const float *qkv, int H, int D, int h, int o, int len, float *ctx,
+                      float *scratch) {
+    attend_gemm(bert_kern_for(isa), qkv, H, D, h, o, len, ctx, scratch);
+}
+
 size_t bert_cpu_scratch_bytes(const donto_bert_config *c, const bert_linear_ops *ops, int T,
                               int maxlen, int nthreads) {
     const int H = c->hidden, FF = c->intermediate, D = H / c->heads;
@@ -247,7 +265,7 @@ size_t bert_cpu_scratch_bytes(const donto_bert_config *c, const bert_linear_ops 
     b += align64((size_t)T * H * 4);                        /* x */
     b += align64((size_t)T * H * 4);                        /* ctx */
     b += align64((size_t)T * (wide > H ? wide : H) * 4);    /* big */
-    b += align64((size_t)nthreads * attn_floats(D, maxlen) * 4); /* attention scratch */
+    b += align64((size_t)nthreads * attn_floats(ops->isa, D, maxlen) * 4); /* attention scratch */
     b += (size_t)nthreads * align64(ops->scratch_bytes(ops->ctx, rows_per_thread(T, nthreads)));
     return b;
 }
@@ -261,7 +279,7 @@ static bufs carve(const donto_bert_config *c, const bert_linear_ops *ops, int T,
     b.x = (float *)p, p += align64((size_t)T * H * 4);
     b.ctx = (float *)p, p += align64((size_t)T * H * 4);
     b.big = (float *)p, p += align64((size_t)T * (wide > H ? wide : H) * 4);
-    b.attn = (float *)p, p += align64((size_t)nthreads * attn_floats(D, maxlen) * 4);
+    b.attn = (float *)p, p += align64((size_t)nthreads * attn_floats(ops->isa, D, maxlen) * 4);
     b.lin = p;
     b.lin_stride = align64(ops->scratch_bytes(ops->ctx, rows_per_thread(T, nthreads)));
     return b;
@@ -330,7 +348,8 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
         if (off[s + 1] - off[s] > maxlen) maxlen = off[s + 1] - off[s];
     (void)scratch_bytes;
     bufs b = carve(c, ops, T, maxlen, nthreads, scratch);
-    const size_t attn_stride = attn_floats(D, maxlen);
+    const size_t attn_stride = attn_floats(ops->isa, D, maxlen);
+    const int attn_gemm_min = bert_attend_gemm_min(ops->isa, D);
     const bert_kern *kn = bert_kern_for(ops->isa);
 
     /* Embeddings + LayerNorm: X[t] = LN(word[id] + pos[t - off[s]] + type[0]). */
@@ -355,7 +374,7 @@ void bert_cpu_forward(const donto_bert_weights *w, const bert_linear_ops *ops, i
         for (int sh = 0; sh < nseq * NH; sh++) {
             int s = sh / NH, h = sh % NH, o = off[s], len = off[s + 1] - off[s];
             float *kt = b.attn + (size_t)omp_get_thread_num() * attn_stride;
-            if (!last_cls && len >= ATTN_GEMM_MIN)
+            if (!last_cls && len >= attn_gemm_min)
                 attend_gemm(kn, b.big, H, D, h, o, len, b.ctx, kt);
             else if (last_cls)
                 kn->attend_one(b.big, H, D, h, o, len, 0, 1, b.ctx + (size_t)s * H, H, kt);

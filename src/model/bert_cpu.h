@@ -104,4 +104,12 @@ void bert_softmax_inplace(float *x, int n);
 size_t bert_attend_scratch_floats(int D, int len);
 void bert_attend_one(donto_isa isa, const float *qkv, int H, int D, int h, int o, int len, int q0, int q1,
                      float *ctx, int ctx_stride, float *scratch);
+/* The shortest sequence whose attention (head size D) the forward runs as
+ * two OpenBLAS GEMMs per head on kernel set isa (bert_attend_gemm: S = Q K^T
+ * * scale, row softmax, ctx = S V; all queries, ctx rows [o, o+len) with
+ * stride H, columns [h D, (h+1) D); scratch: len * len floats); shorter ones
+ * run the loops (bert_attend_one). bench_attend measures the crossover. */
+int bert_attend_gemm_min(donto_isa isa, int D);
+void bert_attend_gemm(donto_isa isa, const float *qkv, int H, int D, int h, int o, int len, float *ctx,
+                      float *scratch);
 #endif

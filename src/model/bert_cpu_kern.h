@@ -123,17 +123,37 @@ BK_TARGET static void BK(transpose_keys)(const float *k, int ld, int len, int le
 }
 
 /* S[i - q0][j] = scale * q_i . k_j for queries [q0, q1), keys [0, lenp).
- * Q rows have stride ld; kt is [D][lenp]. Register-blocked: R queries x 8
+ * Q rows have stride ld; kt is [D][lenp]. Register-blocked: R queries x 16
  * keys of accumulators stay in registers across the whole d loop (keeping
- * them in memory made the loop store-forwarding bound); 8 queries while 8
- * remain (8 independent FMA chains: with 4 the loop waited on the FMA
- * latency), then 4. Every score is the same FMA chain over d either way. */
+ * them in memory made the loop store-forwarding bound), then R x 8 for a
+ * last block of 8 keys. 6 queries at a time (12 independent FMA chains, 2
+ * loads of K and 6 broadcasts of Q per 12 FMAs: with 8 queries x 8 keys
+ * the loop waited on its 9 loads per 8 FMAs), 2 for the last one or two.
+ * Every score is the same FMA chain over d either way. */
 #if BK_AVX2
 BK_TARGET static inline __attribute__((always_inline)) void BK(scores_rows)(const int R, const float *const *qr,
                                                                              int D, const float *kt, int lenp,
                                                                              __m256 vs, int ni, float *out) {
-    for (int j = 0; j < lenp; j += 8) {
-        __m256 a[8];
+    int j = 0;
+    for (; j + 16 <= lenp; j += 16) {
+        __m256 a[6], c[6];
+        for (int r = 0; r < R; r++) a[r] = _mm256_setzero_ps(), c[r] = _mm256_setzero_ps();
+        for (int d = 0; d < D; d++) {
+            const __m256 k0 = _mm256_loadu_ps(kt + (size_t)d * lenp + j);
+            const __m256 k1 = _mm256_loadu_ps(kt + (size_t)d * lenp + j + 8);
+            for (int r = 0; r < R; r++) {
+                const __m256 q = _mm256_broadcast_ss(qr[r] + d);
+                a[r] = _mm256_fmadd_ps(q, k0, a[r]);
+                c[r] = _mm256_fmadd_ps(q, k1, c[r]);
+            }
+        }
+        for (int r = 0; r < ni; r++) {
+            _mm256_storeu_ps(out + (size_t)r * lenp + j, _mm256_mul_ps(a[r], vs));
+            _mm256_storeu_ps(out + (size_t)r * lenp + j + 8, _mm256_mul_ps(c[r], vs));
+        }
+    }
+    if (j < lenp) {
+        __m256 a[6];
         for (int r = 0; r < R; r++) a[r] = _mm256_setzero_ps();
         for (int d = 0; d < D; d++) {
             const __m256 kv = _mm256_loadu_ps(kt + (size_t)d * lenp + j);
@@ -149,13 +169,13 @@ BK_TARGET static void BK(attn_scores)(const float *q, int ld, int q0, int q1, in
 #if BK_AVX2
     const __m256 vs = _mm256_set1_ps(scale);
     for (int i = q0; i < q1;) {
-        const int R = q1 - i >= 8 ? 8 : 4, ni = q1 - i < R ? q1 - i : R;
+        const int R = q1 - i >= 3 ? 6 : 2, ni = q1 - i < R ? q1 - i : R;
         /* Rows past q1 repeat the last valid one: computed, never stored. */
-        const float *qr[8];
+        const float *qr[6];
         for (int r = 0; r < R; r++) qr[r] = q + (size_t)(i + (r < ni ? r : ni - 1)) * ld;
         float *out = S + (size_t)(i - q0) * lenp;
-        if (R == 8) BK(scores_rows)(8, qr, D, kt, lenp, vs, ni, out);
-        else BK(scores_rows)(4, qr, D, kt, lenp, vs, ni, out);
+        if (R == 6) BK(scores_rows)(6, qr, D, kt, lenp, vs, ni, out);
+        else BK(scores_rows)(2, qr, D, kt, lenp, vs, ni, out);
         i += ni;
     }
 #else
@@ -172,20 +192,20 @@ BK_TARGET static void BK(attn_scores)(const float *q, int ld, int q0, int q1, in
 }
 
 #if BK_AVX2
-/* ctx rows of R (1 or 2) queries = P V for head size D (a multiple of 8, at
- * most 64): the R x D/8 accumulators stay in registers over the keys (in
+/* ctx rows of R (1 to 3) queries = P V for D columns (a multiple of 8, at
+ * most 32): the R x D/8 accumulators stay in registers over the keys (in
  * an array through `omp simd` they were stored and reloaded every key), and
- * two queries share each load of V. acc += p * v, a multiply then an add,
+ * the R queries share each load of V. acc += p * v, a multiply then an add,
  * key by key: the same arithmetic as the plain loop. */
 BK_TARGET static inline __attribute__((always_inline)) void BK(pv_rows)(const int R, const int D, const float *S,
                                                                          int lenp, const float *vbase, int ld,
                                                                          int len, float *out, int ctx_stride) {
-    __m256 a[2][8];
+    __m256 a[3][4];
     for (int r = 0; r < R; r++)
         for (int e = 0; e < D / 8; e++) a[r][e] = _mm256_setzero_ps();
     for (int j = 0; j < len; j++) {
         const float *v = vbase + (size_t)j * ld;
-        __m256 p[2];
+        __m256 p[3];
         for (int r = 0; r < R; r++) p[r] = _mm256_broadcast_ss(S + (size_t)r * lenp + j);
         for (int e = 0; e < D / 8; e++) {
             const __m256 ve = _mm256_loadu_ps(v + 8 * e);
@@ -195,48 +215,84 @@ BK_TARGET static inline __attribute__((always_inline)) void BK(pv_rows)(const in
     for (int r = 0; r < R; r++)
         for (int e = 0; e < D / 8; e++) _mm256_storeu_ps(out + (size_t)r * ctx_stride + 8 * e, a[r][e]);
 }
+
+/* P V for the n queries of a round, 3 at a time, on 32 columns of V at a
+ * time: 3 x 4 accumulators in registers, each load of V shared by 3
+ * queries (for D 64, 2 queries x 8 accumulators spilled to the stack and 1
+ * query x 8 waited on its loads). A column's sum runs over the keys in
+ * order whatever the block, so the bits do not depend on it. */
+BK_TARGET static inline __attribute__((always_inline)) void BK(pv_block)(const int D, const float *S, int lenp,
+                                                                          const float *vbase, int ld, int len,
+                                                                          int n, float *out, int ctx_stride) {
+    for (int c0 = 0; c0 < D; c0 += 32) {
+        const int dc = D - c0 < 32 ? D - c0 : 32;
+        for (int i = 0; i < n;) {
+            const int r = n - i < 3 ? n - i : 3;
+            const float *si = S + (size_t)i * lenp;
+            float *oi = out + (size_t)i * ctx_stride + c0;
+            if (dc == 32) {
+                if (r == 3) BK(pv_rows)(3, 32, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
+                else if (r == 2) BK(pv_rows)(2, 32, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
+                else BK(pv_rows)(1, 32, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
+            } else {
+                if (r == 3) BK(pv_rows)(3, dc, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
+                else if (r == 2) BK(pv_rows)(2, dc, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
+                else BK(pv_rows)(1, dc, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
+            }
+            i += r;
+        }
+    }
+}
 #endif
+
+/* Queries per round of attend_impl: their scores, softmax and P V are done
+ * before the next round's, so the block of scores stays in L1 (12 x 256
+ * keys = 12 KiB) instead of a len x len matrix going through L2 three
+ * times; 12 = two blocks of 6 for the scores, four of 3 for P V. */
+#define BK_ATTN_QBLOCK 12
 
 /* One (sequence, head): rows [o, o+len) of qkv (row stride 3H), queries
  * q0..q1 (all rows, or just row 0 for the CLS-only last layer), writing
  * ctx rows (row stride ctx_stride) starting with query q0's.
  * kt: scratch [D][lenp] (K transposed, lenp = len rounded up to 8; pad
  * keys' scores are computed and left out of the softmax), then
- * S: [(q1 - q0)][lenp] scores. Inlined with a constant D for the common
- * head sizes, so the context accumulators live in registers. */
+ * S: [BK_ATTN_QBLOCK][lenp] scores of the current round of queries.
+ * Inlined with a constant D for the common head sizes, so the context
+ * accumulators live in registers. Each query's scores, softmax and
+ * context are the same operations in the same order whatever the round. */
 BK_TARGET static inline __attribute__((always_inline)) void BK(attend_impl)(const float *qkv, int H, const int D,
                                                                             int h, int o, int len, int q0, int q1,
                                                                             float *ctx, int ctx_stride, float *kt) {
     const int ld = 3 * H, lenp = (len + 7) & ~7;
     const float *qbase = qkv + (size_t)o * ld + h * D, *vbase = qbase + 2 * H;
     float *S = kt + (size_t)D * lenp;
+    const float scale = 1.0f / sqrtf((float)D);
     BK(transpose_keys)(qbase + H, ld, len, lenp, D, kt);
-    BK(attn_scores)(qbase, ld, q0, q1, D, kt, lenp, 1.0f / sqrtf((float)D), S);
-    for (int i = q0; i < q1; i++) BK(softmax)(S + (size_t)(i - q0) * lenp, len);
-    int i = q0;
+    for (int b0 = q0; b0 < q1; b0 += BK_ATTN_QBLOCK) {
+        const int b1 = q1 - b0 < BK_ATTN_QBLOCK ? q1 : b0 + BK_ATTN_QBLOCK;
+        float *out = ctx + (size_t)(b0 - q0) * ctx_stride + h * D;
+        BK(attn_scores)(qbase, ld, b0, b1, D, kt, lenp, scale, S);
+        for (int i = b0; i < b1; i++) BK(softmax)(S + (size_t)(i - b0) * lenp, len);
+        int i = b0;
 #if BK_AVX2
-    if (D % 8 == 0 && D <= 64) {
-        for (; i + 2 <= q1; i += 2)
-            BK(pv_rows)(2, D, S + (size_t)(i - q0) * lenp, lenp, vbase, ld, len,
-                        ctx + (size_t)(i - q0) * ctx_stride + h * D, ctx_stride);
-        if (i < q1)
-            BK(pv_rows)(1, D, S + (size_t)(i - q0) * lenp, lenp, vbase, ld, len,
-                        ctx + (size_t)(i - q0) * ctx_stride + h * D, ctx_stride);
-        return;
-    }
-#endif
-    float acc[256];
-    for (; i < q1; i++) {
-        const float *sc = S + (size_t)(i - q0) * lenp;
-#pragma omp simd
-        for (int d = 0; d < D; d++) acc[d] = 0;
-        for (int j = 0; j < len; j++) {
-            const float p = sc[j];
-            const float *v = vbase + (size_t)j * ld;
-#pragma omp simd
-            for (int d = 0; d < D; d++) acc[d] += p * v[d];
+        if (D % 8 == 0 && D <= 64) {
+            BK(pv_block)(D, S, lenp, vbase, ld, len, b1 - b0, out, ctx_stride);
+            continue;
         }
-        memcpy(ctx + (size_t)(i - q0) * ctx_stride + h * D, acc, (size_t)D * sizeof *acc);
+#endif
+        float acc[256];
+        for (; i < b1; i++) {
+            const float *sc = S + (size_t)(i - b0) * lenp;
+#pragma omp simd
+            for (int d = 0; d < D; d++) acc[d] = 0;
+            for (int j = 0; j < len; j++) {
+                const float p = sc[j];
+                const float *v = vbase + (size_t)j * ld;
+#pragma omp simd
+                for (int d = 0; d < D; d++) acc[d] += p * v[d];
+            }
+            memcpy(out + (size_t)(i - b0) * ctx_stride, acc, (size_t)D * sizeof *acc);
+        }
     }
 }
 
