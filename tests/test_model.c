@@ -301,6 +301,7 @@ static void test_isa(void) {
                                                            : "openblas") != NULL,
                   "gemm %s on %s", k.gemm, donto_isa_name((donto_isa)s));
             CHECK(k.blas_core[0] != 0 && strstr(k.summary, k.isa) != NULL, "summary %s", k.summary);
+            CHECK(strstr(k.summary, "attention loops") != NULL, "summary %s names no attention kernel", k.summary);
             float *v = calloc((size_t)n * H, 4);
             CHECK(donto_encoder_encode(enc, texts, NULL, (size_t)n, v, NULL, &err) == 0, "encode: %s", err.msg);
             donto_encoder_close(enc);

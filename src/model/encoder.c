@@ -192,21 +192,26 @@ void donto_encoder_kernels_get(const donto_encoder *e, donto_encoder_kernels *ou
         return;
     }
     snprintf(out->isa, sizeof out->isa, "%s", donto_isa_name(e->isa));
-    /* The dense layers' GEMM, then one summary: what runs them, and the
-     * OpenBLAS core (attention's GEMMs, and fp32's where it is OpenBLAS). */
-    char what[sizeof out->gemm + 64];
+    /* The dense layers' GEMM, then one summary: what runs them and
+     * attention, and the OpenBLAS core (attention's GEMMs on long sequences,
+     * and fp32's where it is OpenBLAS). */
+    const int D = e->w->cfg.hidden / e->w->cfg.heads, amin = bert_attend_gemm_min(e->isa, D);
+    char attn[64];
+    if (amin < e->o.max_len) snprintf(attn, sizeof attn, "attention loops, openblas from %d tokens", amin);
+    else snprintf(attn, sizeof attn, "attention loops");
+    char what[sizeof out->gemm + 128];
     if (e->quant) {
         snprintf(out->gemm, sizeof out->gemm, "%s", bert_quant_kernel_name(e->quant));
-        snprintf(what, sizeof what, "GEMM %s, attention openblas", out->gemm);
+        snprintf(what, sizeof what, "GEMM %s, %s", out->gemm, attn);
     } else if (e->bf16) {
         snprintf(out->gemm, sizeof out->gemm, "bf16 values, openblas sgemm");
-        snprintf(what, sizeof what, "GEMM bf16 values on openblas sgemm");
+        snprintf(what, sizeof what, "GEMM bf16 values on openblas sgemm, %s", attn);
     } else if (e->fp32p) {
         snprintf(out->gemm, sizeof out->gemm, "%s", bert_fp32p_kernel_name(e->fp32p));
-        snprintf(what, sizeof what, "fp32 GEMM %s, attention openblas", out->gemm);
+        snprintf(what, sizeof what, "fp32 GEMM %s, %s", out->gemm, attn);
     } else {
         snprintf(out->gemm, sizeof out->gemm, "openblas");
-        snprintf(what, sizeof what, "fp32 GEMM openblas");
+        snprintf(what, sizeof what, "fp32 GEMM openblas, %s", attn);
     }
     const int steered = strcmp(out->blas_steer, "none") != 0;
     snprintf(out->summary, sizeof out->summary, "isa %s, %s (core %s%s%s%s)", out->isa, what, out->blas_core,
