@@ -30,10 +30,7 @@
 int main(int argc, char **argv) {
     static const char usage[] = "bench_attend [reps 1..1000000, default 200]";
     const int reps = (int)bench_arg_num(argc, argv, 1, 200, 1, 1e6, usage);
-    if (argc > 2) {
-        fprintf(stderr, "usage: %s\n", usage);
-        return 2;
-    }
+    bench_args_at_most(argc, 1, usage);
     static const int Ds[] = {32, 64};
     static const int lens[] = {8, 16, 24, 32, 40, 48, 64, 96, 128, 192, 256, 384, 512};
     const int NH = 12, lmax = 512, Dmax = 64, Hmax = NH * Dmax;

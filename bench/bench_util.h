@@ -16,6 +16,8 @@
  *   bench_read_npy                           a float32 [n, dim] .npy, or exit
  *   bench_arg_num                            a numeric argument in [lo, hi],
  *                                            or the usage line and exit
+ *   bench_args_at_most                       no more than n arguments, or
+ *                                            the usage line and exit 2
  *
  * The data and clocks only: what a bench measures and prints stays in it.
  */
@@ -194,5 +196,13 @@ static inline double bench_arg_num(int argc, char **argv, int i, double dflt, do
         exit(2);
     }
     return v;
+}
+
+/* More than nargs arguments: the usage line, exit 2. */
+static inline void bench_args_at_most(int argc, int nargs, const char *usage) {
+    if (argc > nargs + 1) {
+        fprintf(stderr, "usage: %s\n", usage);
+        exit(2);
+    }
 }
 #endif

@@ -29,10 +29,7 @@
 int main(int argc, char **argv) {
     static const char usage[] = "bench_fgemm [reps 1..1000000, default 200]";
     const int reps = (int)bench_arg_num(argc, argv, 1, 200, 1, 1e6, usage);
-    if (argc > 2) {
-        fprintf(stderr, "usage: %s\n", usage);
-        return 2;
-    }
+    bench_args_at_most(argc, 1, usage);
     const int ms[] = {16, 96, 256};
     const int mmax = 256, kmax = 1536, nmax = 1536;
     float *X = donto_aligned_alloc(sizeof(float) * mmax * kmax), *W = donto_aligned_alloc(sizeof(float) * nmax * kmax);

@@ -123,10 +123,7 @@ static double int8_scheme_err(const float *X, const float *W, const float *bias,
 int main(int argc, char **argv) {
     static const char usage[] = "bench_qgemm [seconds per measurement 0.01..60, default 0.6]";
     const double min_s = bench_arg_num(argc, argv, 1, 0.6, 0.01, 60, usage);
-    if (argc > 2) {
-        fprintf(stderr, "usage: %s\n", usage);
-        return 2;
-    }
+    bench_args_at_most(argc, 1, usage);
     const int ms[2] = {1024, 8192};
     const int mmax = 8192, kmax = 1536, nmax = 1536;
 

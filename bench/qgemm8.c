@@ -30,10 +30,7 @@ int main(int argc, char **argv) {
     static const char usage[] = "bench_qgemm8 [reps 1..1000000, default 200] [outlier channels 0..32, default 8]";
     const int reps = (int)bench_arg_num(argc, argv, 1, 200, 1, 1e6, usage);
     const int nout = (int)bench_arg_num(argc, argv, 2, 8, 0, DONTO_QGEMM8_MAXOUT, usage);
-    if (argc > 3) {
-        fprintf(stderr, "usage: %s\n", usage);
-        return 2;
-    }
+    bench_args_at_most(argc, 2, usage);
     const int ms[] = {16, 64, 256};
     const int mmax = 256, kmax = 1536, nmax = 1536;
     float *X = donto_aligned_alloc(sizeof(float) * mmax * kmax), *W = donto_aligned_alloc(sizeof(float) * nmax * kmax);
