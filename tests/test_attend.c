@@ -10,8 +10,8 @@
  *    around the 8- and 16-key blocks (1..9, 15..17, 19, 24, 33, 47) and
  *    longer ones (64, 100, 129, 260: several rounds of 12 queries); all queries,
  *    the CLS query alone, and the second half (odd and even query counts,
- *    for the 8 / 4 / 2 / 1 row blocks); head 0 and the last head; the
- *    sequence at row 0 and further down;
+ *    for the 6 / 2 score blocks and the 3 / 2 / 1 P V blocks); head 0 and
+ *    the last head; the sequence at row 0 and further down;
  *  - only ctx rows [0, q1 - q0) and the head's columns are written;
  *  - qkv is allocated to the sequence's last row exactly, so a read past
  *    it (a partial key block not clamped to the sequence) is a heap overflow

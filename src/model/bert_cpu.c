@@ -94,10 +94,10 @@ size_t bert_attend_scratch_floats(int D, int len) {
 
 /* bench_attend, one thread, Zen 3 (docs/engine.md): the AVX2 loops beat
  * OpenBLAS's two GEMMs while len x D < 24576 (D 64: 1.05x at 256 tokens,
- * 1.01x at 384, 0.93x at 512; D 32: 1.07x still at 512). Everywhere else 48 tokens, as
- * before that was measured: plain C loops lose to any BLAS on long rows,
- * and on the AVX-512 sets OpenBLAS runs zmm kernels the AVX2 loops do not
- * have (not measured: no such CPU here). */
+ * 1.01x at 384, 0.93x at 512; D 32: 1.07x still at 512). Everywhere else
+ * 48 tokens, as before that was measured: plain C loops lose to any BLAS
+ * on long rows, and on the AVX-512 sets OpenBLAS runs zmm kernels the AVX2
+ * loops do not have (not measured: no such CPU here). */
 int bert_attend_gemm_min(donto_isa isa, int D) {
     const donto_isa s = cpu_isa_resolve(isa);
     if ((s == DONTO_ISA_AVX2 || s == DONTO_ISA_AVXVNNI) && bert_kern_for(s) != &kern_generic)

@@ -216,11 +216,23 @@ BK_TARGET static inline __attribute__((always_inline)) void BK(pv_rows)(const in
         for (int e = 0; e < D / 8; e++) _mm256_storeu_ps(out + (size_t)r * ctx_stride + 8 * e, a[r][e]);
 }
 
+/* pv_rows for r (1 to 3, known at run time) queries: each count inlined
+ * with a constant R, so its accumulators stay in registers. */
+BK_TARGET static inline __attribute__((always_inline)) void BK(pv_rows_n)(int r, const int D, const float *S,
+                                                                           int lenp, const float *vbase, int ld,
+                                                                           int len, float *out, int ctx_stride) {
+    if (r == 3) BK(pv_rows)(3, D, S, lenp, vbase, ld, len, out, ctx_stride);
+    else if (r == 2) BK(pv_rows)(2, D, S, lenp, vbase, ld, len, out, ctx_stride);
+    else BK(pv_rows)(1, D, S, lenp, vbase, ld, len, out, ctx_stride);
+}
+
 /* P V for the n queries of a round, 3 at a time, on 32 columns of V at a
  * time: 3 x 4 accumulators in registers, each load of V shared by 3
  * queries (for D 64, 2 queries x 8 accumulators spilled to the stack and 1
  * query x 8 waited on its loads). A column's sum runs over the keys in
- * order whatever the block, so the bits do not depend on it. */
+ * order whatever the block, so the bits do not depend on it. Full 32-column
+ * slices get a constant width; a last narrower one (8, 16 or 24 columns for
+ * D 40, 48, 56) a variable one. */
 BK_TARGET static inline __attribute__((always_inline)) void BK(pv_block)(const int D, const float *S, int lenp,
                                                                           const float *vbase, int ld, int len,
                                                                           int n, float *out, int ctx_stride) {
@@ -230,15 +242,8 @@ BK_TARGET static inline __attribute__((always_inline)) void BK(pv_block)(const i
             const int r = n - i < 3 ? n - i : 3;
             const float *si = S + (size_t)i * lenp;
             float *oi = out + (size_t)i * ctx_stride + c0;
-            if (dc == 32) {
-                if (r == 3) BK(pv_rows)(3, 32, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
-                else if (r == 2) BK(pv_rows)(2, 32, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
-                else BK(pv_rows)(1, 32, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
-            } else {
-                if (r == 3) BK(pv_rows)(3, dc, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
-                else if (r == 2) BK(pv_rows)(2, dc, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
-                else BK(pv_rows)(1, dc, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
-            }
+            if (dc == 32) BK(pv_rows_n)(r, 32, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
+            else BK(pv_rows_n)(r, dc, si, lenp, vbase + c0, ld, len, oi, ctx_stride);
             i += r;
         }
     }
