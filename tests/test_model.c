@@ -487,6 +487,37 @@ static void test_settings(void) {
  * (bert_linear_ops.row_block): a row is computed by one call whatever its
  * block, so 1, 2 and 3 threads give the same bits, at int16 and int8, on
  * a batch large enough for many blocks (~700 rows, blocks of 96). */
+/* The kernel summary says the GEMM form of attention exactly when a text
+ * can be long enough for it: a sequence of max_len tokens takes it when
+ * max_len >= bert_attend_gemm_min (on portable: 48 tokens). */
+static void test_attention_summary(void) {
+    tiny_spec sp;
+    tiny_default(&sp);
+    const char *d = mkmodel("enc_attn_summary", &sp);
+    const int amin = bert_attend_gemm_min(DONTO_ISA_PORTABLE, sp.hidden / sp.heads);
+    CHECK(amin > 1 && amin <= sp.maxpos, "portable's GEMM threshold %d within the tiny model's %d positions", amin,
+          sp.maxpos);
+    for (int ml = amin - 1; ml <= amin; ml++) {
+        donto_encoder_opts o;
+        donto_encoder_default_opts(&o);
+        o.isa = DONTO_ISA_PORTABLE;
+        o.max_len = ml;
+        donto_err err = {0};
+        donto_encoder *enc = NULL;
+        if (donto_encoder_open(d, &o, &enc, &err)) {
+            CHECK(0, "open max_len %d: %s", ml, err.msg);
+            continue;
+        }
+        donto_encoder_kernels k;
+        donto_encoder_kernels_get(enc, &k);
+        char want[64];
+        snprintf(want, sizeof want, "attention loops, openblas from %d tokens", amin);
+        if (ml >= amin) CHECK(strstr(k.summary, want) != NULL, "max_len %d: summary %s", ml, k.summary);
+        else CHECK(strstr(k.summary, "attention loops (") != NULL, "max_len %d: summary %s", ml, k.summary);
+        donto_encoder_close(enc);
+    }
+}
+
 static void test_row_blocks(void) {
     tiny_spec sp;
     tiny_default(&sp);
@@ -539,6 +570,7 @@ int main(void) {
     test_encoder();
     test_settings();
     test_isa();
+    test_attention_summary();
     test_row_blocks();
     test_math();
     char cmd[300];

@@ -197,7 +197,7 @@ void donto_encoder_kernels_get(const donto_encoder *e, donto_encoder_kernels *ou
      * and fp32's where it is OpenBLAS). */
     const int D = e->w->cfg.hidden / e->w->cfg.heads, amin = bert_attend_gemm_min(e->isa, D);
     char attn[64];
-    if (amin < e->o.max_len) snprintf(attn, sizeof attn, "attention loops, openblas from %d tokens", amin);
+    if (amin <= e->o.max_len) snprintf(attn, sizeof attn, "attention loops, openblas from %d tokens", amin);
     else snprintf(attn, sizeof attn, "attention loops");
     char what[sizeof out->gemm + 128];
     if (e->quant) {
