@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,7 +99,8 @@ static int f_lease(donto_store *s, const char *w, int n, int target, int64_t now
                    donto_err *e) {
     fakedb *db = DB(s);
     if (db->down) return donto_seterrc(e, DONTO_E_UNAVAILABLE, "fake: down");
-    if (db->slow_ms) nanosleep(&(struct timespec){0, (long)db->slow_ms * 1000000L}, NULL);
+    int ms = db->slow_ms;
+    if (ms) nanosleep(&(struct timespec){ms / 1000, (long)(ms % 1000) * 1000000L}, NULL);
     pthread_mutex_lock(&db->mu);
     out->items = calloc(FAKE_ITEMS, sizeof *out->items);
     out->n = 0;
@@ -783,31 +785,58 @@ static void test_concurrency(fakedb *db) {
     donto_coord_stop(c, 5);
 }
 
+typedef struct {
+    long st;
+    _Atomic int done;
+} slow_req;
+
 static void *slow_lease(void *arg) {
-    long *st = arg;
+    slow_req *r = arg;
     json_t *j = NULL;
-    *st = http("POST", "/lease", TOK_W, "{\"worker_id\": \"slow\", \"n\": 1}", &j);
+    r->st = http("POST", "/lease", TOK_W, "{\"worker_id\": \"slow\", \"n\": 1}", &j);
     json_decref(j);
+    atomic_store(&r->done, 1);
     return NULL;
 }
 
-/* Stop while a request is in flight: it still gets its answer, and a new
- * connection afterwards is refused. */
+typedef struct {
+    donto_coord *c;
+    double took;
+} stop_arg;
+
+static void *stop_coord(void *arg) {
+    stop_arg *a = arg;
+    double t0 = donto_now();
+    donto_coord_stop(a->c, 10);
+    a->took = donto_now() - t0;
+    return NULL;
+}
+
+/* Stop while a request is in flight: it still gets its answer; a new
+ * connection during the drain is refused at once (not left waiting in the
+ * listen backlog until the drain ends), and after the stop nothing listens. */
 static void test_drain(fakedb *db) {
     donto_coord *c = start(open_fake, db, 2, 2, 0);
-    db->slow_ms = 600;
-    long st = 0;
-    pthread_t th;
-    pthread_create(&th, NULL, slow_lease, &st);
+    db->slow_ms = 1500;
+    slow_req r = {0};
+    pthread_t th, ts;
+    pthread_create(&th, NULL, slow_lease, &r);
     nanosleep(&(struct timespec){0, 200 * 1000000L}, NULL);
-    double t0 = donto_now();
-    donto_coord_stop(c, 10);
-    double took = donto_now() - t0;
+    stop_arg sa = {c, 0};
+    pthread_create(&ts, NULL, stop_coord, &sa);
+    nanosleep(&(struct timespec){0, 200 * 1000000L}, NULL);
+    json_t *j = NULL;
+    long st = http("GET", "/health", NULL, NULL, &j);
+    int lease_done = atomic_load(&r.done);
+    json_decref(j);
+    CHECK(st == 0, "a new connection during the drain was answered: %ld", st);
+    CHECK(!lease_done, "a new connection during the drain waited for the drain to end");
+    pthread_join(ts, NULL);
     pthread_join(th, NULL);
     db->slow_ms = 0;
-    CHECK(st == 200, "in-flight request answered during drain: %ld", st);
-    CHECK(took < 5, "drain took %.1f s", took);
-    json_t *j = NULL;
+    CHECK(r.st == 200, "in-flight request answered during drain: %ld", r.st);
+    CHECK(sa.took < 5, "drain took %.1f s", sa.took);
+    j = NULL;
     st = http("GET", "/health", NULL, NULL, &j);
     CHECK(st == 0, "still accepting after stop: %ld", st);
     json_decref(j);

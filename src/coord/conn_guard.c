@@ -114,6 +114,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +171,7 @@ struct conn_guard {
     pthread_cond_t cv;
     pthread_t reaper;
     int reaper_on, stop;
+    _Atomic int closed; /* conn_guard_close: refuse every new connection */
     gconn *all;
     gconn *ehead, *etail;
     gaddr **buckets;
@@ -298,6 +300,7 @@ static void shut(conn_guard *g, gconn *c, unsigned long long *counter) {
 
 enum MHD_Result conn_guard_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
     conn_guard *g = cls;
+    if (atomic_load(&g->closed)) return MHD_NO; /* stopping; not counted as refused */
     uint8_t key[KEY_LEN];
     addr_key(addr, addrlen, key);
     int ok = 1;
@@ -562,6 +565,10 @@ int conn_guard_start(const donto_coord_config *cfg, int threads, int pool, conn_
 }
 
 unsigned conn_guard_mhd_limit(const conn_guard *g) { return g ? g->mhd_limit : 0; }
+
+void conn_guard_close(conn_guard *g) {
+    if (g) atomic_store(&g->closed, 1);
+}
 
 void conn_guard_stop(conn_guard *g) {
     if (!g) return;

@@ -37,6 +37,15 @@ unsigned conn_guard_mhd_limit(const conn_guard *g);
  * been reported closed by then). NULL is fine. */
 void conn_guard_stop(conn_guard *g);
 
+/* Close the door: from now on the accept policy refuses every new
+ * connection (libmicrohttpd closes it at once), so a drain can end; the
+ * connections already open are served as before. The coordinator's stop
+ * calls this instead of MHD_quiesce_daemon, which with epoll and a thread
+ * pool races the worker threads over the listening socket's epoll entry and
+ * aborts the process ("Failed to remove listen FD from epoll set", seen in
+ * CI). NULL is fine. */
+void conn_guard_close(conn_guard *g);
+
 /* libmicrohttpd callbacks; cls is the guard. */
 enum MHD_Result conn_guard_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen);
 void conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,

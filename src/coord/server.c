@@ -1706,9 +1706,10 @@ void donto_coord_conn_stats_get(const donto_coord *c, donto_coord_conn_stats *ou
 void donto_coord_stop(donto_coord *c, double drain_s) {
     if (!c) return;
     atomic_store(&c->stopping, 1);
-    /* Stop accepting first, so that the drain below can end. */
-    MHD_socket ls = MHD_quiesce_daemon(c->d);
-    if (ls == MHD_INVALID_SOCKET) DLOG_WARN("coord: could not stop accepting; draining anyway");
+    /* Stop accepting first, so that the drain below can end: the guard's
+     * accept policy refuses every new connection from here on (not
+     * MHD_quiesce_daemon: see conn_guard_close). */
+    conn_guard_close(c->guard);
     struct timespec dl = deadline_after(drain_s);
     pthread_mutex_lock(&c->mu);
     while (c->inflight > 0)
@@ -1719,7 +1720,6 @@ void donto_coord_stop(donto_coord *c, double drain_s) {
     /* Closes idle keep-alive connections and joins MHD's threads; after it
      * no handler runs, so the pool can go. */
     MHD_stop_daemon(c->d);
-    if (ls != MHD_INVALID_SOCKET) close(ls);
     trust_stop(c); /* the verifier and sweeper use the pool: before it goes */
     conn_guard_stop(c->guard); /* after MHD_stop_daemon: every connection is closed */
     pool_close(&c->pool);
