@@ -138,8 +138,12 @@ static void run_case(int m, int n, int k, int ldx_pad, int ldy_pad, int use_bias
 }
 
 static void test_shapes(void) {
-    const int ms[] = {1, 5, 6, 7, 23, 24, 25, 61};
-    const int ns[] = {1, 15, 16, 17, 130};
+    /* rows: around the 6-row (ymm) and 8-row (zmm) micro-tiles and the
+     * 24-row task; columns: around a 16-column panel, the zmm kernel's
+     * 2-panel tile (33: two panels and one column) and the 8-panel task
+     * (130: an odd ninth panel alone) */
+    const int ms[] = {1, 5, 6, 7, 8, 9, 17, 23, 24, 25, 61};
+    const int ns[] = {1, 15, 16, 17, 33, 130};
     const int ks[] = {1, 3, 4, 5, 33, 384};
     for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
         for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)

@@ -292,7 +292,6 @@ typedef void (*q8_block_fn)(const uint8_t *a, size_t lda, const int8_t *bp, int 
 #define Q8_MAC_AVX2(c, x, w) \
     _mm256_add_epi32((c), _mm256_madd_epi16(_mm256_maddubs_epi16((x), (w)), _mm256_load_si256((const __m256i *)q8_ones)))
 #define Q8_MAC_AVXVNNI(c, x, w) _mm256_dpbusd_avx_epi32((c), (x), (w))
-#define Q8_MAC_AVX512VNNI(c, x, w) _mm256_dpbusd_epi32((c), (x), (w))
 
 #define Q8_DEF_BLOCKS(R)                                                                                          \
     Q8_AVX2 __attribute__((unused)) static void q8_block_avx2_##R(const uint8_t *a, size_t lda, const int8_t *bp, int nquads,              \
@@ -304,11 +303,6 @@ typedef void (*q8_block_fn)(const uint8_t *a, size_t lda, const int8_t *bp, int 
                                                 int32_t acc[Q8_MR][Q8_NR]) {                                      \
         const int MR = R;                                                                                         \
         Q8_BLOCK_BODY(Q8_MAC_AVXVNNI)                                                                             \
-    }                                                                                                             \
-    Q8_AVX512VNNI static void q8_block_avx512vnni_##R(const uint8_t *a, size_t lda, const int8_t *bp, int nquads, \
-                                                      int32_t acc[Q8_MR][Q8_NR]) {                                \
-        const int MR = R;                                                                                         \
-        Q8_BLOCK_BODY(Q8_MAC_AVX512VNNI)                                                                          \
     }
 Q8_DEF_BLOCKS(1)
 Q8_DEF_BLOCKS(2)
@@ -386,14 +380,6 @@ static const q8_block_fn q8_blocks_avxvnni[Q8_MR + 1] = {NULL,
                                                          q8_block_avxvnni_4,
                                                          q8_block_avxvnni_5,
                                                          q8_block_avxvnni_6};
-static const q8_block_fn q8_blocks_avx512vnni[Q8_MR + 1] = {NULL,
-                                                            q8_block_avx512vnni_1,
-                                                            q8_block_avx512vnni_2,
-                                                            q8_block_avx512vnni_3,
-                                                            q8_block_avx512vnni_4,
-                                                            q8_block_avx512vnni_5,
-                                                            q8_block_avx512vnni_6};
-
 /* Epilogue: y = float(acc - zp * colsum) * (sx * sw) + bias, ncols <= 16,
  * then the outlier channels, fp32, one FMA each in list order.  The outlier
  * loop runs over channels outside and rows inside, so the MR x 2 FMA chains
@@ -479,6 +465,179 @@ Q8_AVX2 static void q8_tile_ymm(const q8_block_fn *blocks, const float *X, size_
         }
     }
 }
+/* ---- zmm kernels (avx512vnni) ----------------------------------------------- */
+
+/* One k quad of a 16-column panel is 16 x 4 int8 = 64 bytes: one zmm (the
+ * ymm kernels load it as two halves). A micro-tile is MR <= 8 rows x NP <= 2
+ * panels: 16 zmm accumulators, each vpdpbusd 64 u8 x s8 products, twice
+ * the ymm kernel's per instruction. Its int32 sums wait in acc[8][32] (row
+ * i, panel q at acc + 32 i + 16 q) for the epilogue. */
+#define Q8Z_MR 8
+_Static_assert(Q8_MT % Q8Z_MR == 0, "a task's rows are whole zmm micro-tiles");
+typedef void (*q8z_block_fn)(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride, int nquads,
+                             int32_t *acc);
+
+/* MR rows x NP panels over all nquads; panel q's weights at bp + q pstride. */
+#define Q8Z_BLOCK_BODY                                                                    \
+    __m512i c[Q8Z_MR][2];                                                                 \
+    const uint8_t *ar[Q8Z_MR];                                                            \
+    for (int i = 0; i < MR; i++) {                                                        \
+        c[i][0] = c[i][1] = _mm512_setzero_si512();                                       \
+        ar[i] = a + (size_t)i * lda;                                                      \
+    }                                                                                     \
+    for (int t = 0; t < nquads; t++) {                                                    \
+        const int8_t *b = bp + (size_t)t * 4 * Q8_NR;                                     \
+        const __m512i w0 = _mm512_load_si512((const void *)b);                            \
+        const __m512i w1 = NP > 1 ? _mm512_load_si512((const void *)(b + pstride)) : w0;  \
+        for (int i = 0; i < MR; i++) {                                                    \
+            int32_t v;                                                                    \
+            memcpy(&v, ar[i] + 4 * t, sizeof v);                                          \
+            const __m512i x = _mm512_set1_epi32(v);                                       \
+            c[i][0] = _mm512_dpbusd_epi32(c[i][0], x, w0);                                \
+            if (NP > 1) c[i][1] = _mm512_dpbusd_epi32(c[i][1], x, w1);                    \
+        }                                                                                 \
+    }                                                                                     \
+    for (int i = 0; i < MR; i++)                                                          \
+        for (int q = 0; q < NP; q++) _mm512_store_si512((void *)(acc + 32 * i + 16 * q), c[i][q]);
+
+/* The full 8 x 32 block in assembly, as qgemm.c's qgz_block8_asm (with
+ * intrinsics GCC copies accumulators every k step). zmm0-15 accumulators
+ * (row r, panel q in zmm 2r+q, also its place in acc: byte offset 64
+ * (2r+q)), zmm16-17 the two panels' weights of one k quad, zmm18 the
+ * broadcast quad of one row. Rows 0-2 from pa, 3-5 from pb = pa + 3 lda,
+ * 6-7 from pc = pa + 6 lda. */
+#define Q8Z_ROW(base, idx, r0, r1)                                                   \
+    "vpbroadcastd " base idx ", %%zmm18\n\t"                                          \
+    "vpdpbusd %%zmm16, %%zmm18, %%zmm" #r0 "\n\t"                                     \
+    "vpdpbusd %%zmm17, %%zmm18, %%zmm" #r1 "\n\t"
+#define Q8Z_ST(r) "vmovdqa32 %%zmm" #r ", " #r "*64(%[f])\n\t"
+Q8_AVX512VNNI static void q8z_block8_asm(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride, int nquads,
+                                         int32_t *acc) {
+    const char *pa = (const char *)a, *pb = pa + 3 * lda, *pc = pa + 6 * lda;
+    long n = nquads; /* >= 1: k >= 1 */
+    __asm__ volatile(
+        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
+        "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"
+        "vpxor %%xmm2, %%xmm2, %%xmm2\n\t"
+        "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"
+        "vpxor %%xmm4, %%xmm4, %%xmm4\n\t"
+        "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"
+        "vpxor %%xmm6, %%xmm6, %%xmm6\n\t"
+        "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"
+        "vpxor %%xmm8, %%xmm8, %%xmm8\n\t"
+        "vpxor %%xmm9, %%xmm9, %%xmm9\n\t"
+        "vpxor %%xmm10, %%xmm10, %%xmm10\n\t"
+        "vpxor %%xmm11, %%xmm11, %%xmm11\n\t"
+        "vpxor %%xmm12, %%xmm12, %%xmm12\n\t"
+        "vpxor %%xmm13, %%xmm13, %%xmm13\n\t"
+        "vpxor %%xmm14, %%xmm14, %%xmm14\n\t"
+        "vpxor %%xmm15, %%xmm15, %%xmm15\n\t"
+        "1:\n\t"
+        "vmovdqa64 (%[b]), %%zmm16\n\t"
+        "vmovdqa64 (%[b],%[ps],1), %%zmm17\n\t"
+        Q8Z_ROW("(%[pa])", "", 0, 1)
+        Q8Z_ROW("(%[pa],", "%[s],1)", 2, 3)
+        Q8Z_ROW("(%[pa],", "%[s],2)", 4, 5)
+        Q8Z_ROW("(%[pb])", "", 6, 7)
+        Q8Z_ROW("(%[pb],", "%[s],1)", 8, 9)
+        Q8Z_ROW("(%[pb],", "%[s],2)", 10, 11)
+        Q8Z_ROW("(%[pc])", "", 12, 13)
+        Q8Z_ROW("(%[pc],", "%[s],1)", 14, 15)
+        "add $4, %[pa]\n\t"
+        "add $4, %[pb]\n\t"
+        "add $4, %[pc]\n\t"
+        "add $64, %[b]\n\t"
+        "dec %[n]\n\t"
+        "jnz 1b\n\t"
+        Q8Z_ST(0) Q8Z_ST(1) Q8Z_ST(2) Q8Z_ST(3) Q8Z_ST(4) Q8Z_ST(5) Q8Z_ST(6) Q8Z_ST(7)
+        Q8Z_ST(8) Q8Z_ST(9) Q8Z_ST(10) Q8Z_ST(11) Q8Z_ST(12) Q8Z_ST(13) Q8Z_ST(14) Q8Z_ST(15)
+        : [pa] "+r"(pa), [pb] "+r"(pb), [pc] "+r"(pc), [b] "+r"(bp), [n] "+r"(n)
+        : [s] "r"(lda), [ps] "r"(pstride), [f] "r"(acc)
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18");
+}
+
+#define Q8Z_DEF(R, N)                                                                                          \
+    Q8_AVX512VNNI static void q8z_block_##R##_##N(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride, \
+                                                 int nquads, int32_t *acc) {                                   \
+        const int MR = R, NP = N;                                                                              \
+        Q8Z_BLOCK_BODY                                                                                         \
+    }
+#define Q8Z_DEF_ROWS(R) Q8Z_DEF(R, 1) Q8Z_DEF(R, 2)
+Q8Z_DEF_ROWS(1)
+Q8Z_DEF_ROWS(2)
+Q8Z_DEF_ROWS(3)
+Q8Z_DEF_ROWS(4)
+Q8Z_DEF_ROWS(5)
+Q8Z_DEF_ROWS(6)
+Q8Z_DEF_ROWS(7)
+Q8Z_DEF(8, 1)
+#define q8z_block_8_2 q8z_block8_asm
+#define Q8Z_ROWFNS(R) {NULL, q8z_block_##R##_1, q8z_block_##R##_2}
+/* [rows][panels] */
+static const q8z_block_fn q8z_blocks[Q8Z_MR + 1][3] = {
+    {NULL, NULL, NULL}, Q8Z_ROWFNS(1), Q8Z_ROWFNS(2), Q8Z_ROWFNS(3), Q8Z_ROWFNS(4),
+    Q8Z_ROWFNS(5),      Q8Z_ROWFNS(6), Q8Z_ROWFNS(7), Q8Z_ROWFNS(8)};
+
+/* The epilogue of q8_store_rows on NP panels of 16 columns: the same
+ * operations in the same order per output, so the same bits; masked loads
+ * and stores keep to the ncols (1..32) that exist. */
+Q8_AVX512VNNI static inline __attribute__((always_inline)) void q8z_store_rows(
+    const int MR, const int NP, const int32_t *acc, const float *sx, const int32_t *zp, const int32_t *colsum,
+    const float *sw, const float *bias, int ncols, float *y, size_t ldy, const float *x, size_t ldx,
+    const donto_qweight8 *W, int j0) {
+    const size_t npad = (size_t)W->npanels * Q8_NR;
+    for (int q = 0; q < NP; q++) {
+        const int nq = ncols - q * Q8_NR >= Q8_NR ? Q8_NR : ncols - q * Q8_NR; /* >= 1 */
+        const __mmask16 m = (__mmask16)(nq == Q8_NR ? 0xFFFFu : (1u << nq) - 1u);
+        const __m512 swq = _mm512_loadu_ps(sw + q * Q8_NR);
+        const __m512i csq = _mm512_loadu_si512((const void *)(colsum + q * Q8_NR));
+        const __m512 bq = bias ? _mm512_maskz_loadu_ps(m, bias + q * Q8_NR) : _mm512_setzero_ps();
+        __m512 yv[Q8Z_MR];
+        for (int i = 0; i < MR; i++) {
+            const __m512i a = _mm512_sub_epi32(_mm512_load_si512((const void *)(acc + 32 * i + 16 * q)),
+                                               _mm512_mullo_epi32(_mm512_set1_epi32(zp[i]), csq));
+            yv[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(_mm512_set1_ps(sx[i]), swq), bq);
+        }
+        for (int o = 0; o < W->nout; o++) {
+            const __m512 wo = _mm512_loadu_ps(W->out_w + (size_t)o * npad + j0 + q * Q8_NR);
+            const float *xo = x + W->out_idx[o];
+            for (int i = 0; i < MR; i++) yv[i] = _mm512_fmadd_ps(_mm512_set1_ps(xo[(size_t)i * ldx]), wo, yv[i]);
+        }
+        for (int i = 0; i < MR; i++) _mm512_mask_storeu_ps(y + (size_t)i * ldy + q * Q8_NR, m, yv[i]);
+    }
+}
+
+/* Full 8-row tiles with constant counts (the outputs stay in registers),
+ * the short last tile of a task with a variable row count. */
+Q8_AVX512VNNI static void q8z_store(int MR, int NP, const int32_t *acc, const float *sx, const int32_t *zp,
+                                    const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y,
+                                    size_t ldy, const float *x, size_t ldx, const donto_qweight8 *W, int j0) {
+    if (MR == Q8Z_MR && NP == 2) q8z_store_rows(Q8Z_MR, 2, acc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
+    else q8z_store_rows(MR, NP, acc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
+}
+
+/* One task: rows [i0, i1) x panels [p0, p1); per pair of panels the 8-row
+ * micro-tiles run over all of k (the pair's weights, k x 32 bytes, stay
+ * in L1); an odd last panel runs alone. */
+Q8_AVX512VNNI static void q8_tile_zmm(const float *X, size_t ldx, const uint8_t *A, size_t lda, const float *sx,
+                                      const int32_t *zp, const donto_qweight8 *W, const float *bias, float *Y,
+                                      size_t ldy, int i0, int i1, int p0, int p1) {
+    _Alignas(64) int32_t acc[Q8Z_MR * 2 * Q8_NR];
+    const int kq = W->kquads;
+    const size_t pstride = (size_t)kq * 4 * Q8_NR;
+    for (int p = p0; p < p1; p += 2) {
+        const int np = p1 - p >= 2 ? 2 : 1;
+        const int8_t *bp = W->packed + (size_t)p * pstride;
+        const int j0 = p * Q8_NR, nc = W->n - j0 < np * Q8_NR ? W->n - j0 : np * Q8_NR;
+        for (int i = i0; i < i1; i += Q8Z_MR) {
+            const int r = i1 - i < Q8Z_MR ? i1 - i : Q8Z_MR;
+            q8z_blocks[r][np](A + (size_t)i * lda, lda, bp, pstride, kq, acc);
+            q8z_store(r, np, acc, sx + i, zp + i, W->colsum + j0, W->scale + j0, bias ? bias + j0 : NULL, nc,
+                      Y + (size_t)i * ldy + j0, ldy, X + (size_t)i * ldx, ldx, W, j0);
+        }
+    }
+}
 #endif /* Q8_X86 */
 
 void donto_qgemm8_isa(const float *X, int m, int k, int ldx, const donto_qweight8 *W, const float *bias, float *Y,
@@ -499,9 +658,7 @@ void donto_qgemm8_isa(const float *X, int m, int k, int ldx, const donto_qweight
     if (nt > ntasks) nt = ntasks;
     if ((double)m * n * W->k < 1e6) nt = 1;
 #ifdef Q8_X86
-    const q8_block_fn *blocks = isa == DONTO_ISA_AVX512VNNI ? q8_blocks_avx512vnni
-                                : isa == DONTO_ISA_AVXVNNI  ? q8_blocks_avxvnni
-                                                            : q8_blocks_avx2;
+    const q8_block_fn *blocks = isa == DONTO_ISA_AVXVNNI ? q8_blocks_avxvnni : q8_blocks_avx2;
 #endif
 
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -525,7 +682,10 @@ void donto_qgemm8_isa(const float *X, int m, int k, int ldx, const donto_qweight
             const int p0 = simd ? tj * Q8_NTP : 0;
             const int p1 = simd && p0 + Q8_NTP < npanels ? p0 + Q8_NTP : npanels;
 #ifdef Q8_X86
-            if (simd) q8_tile_ymm(blocks, X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
+            if (isa == DONTO_ISA_AVX512VNNI)
+                q8_tile_zmm(X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
+            else if (simd)
+                q8_tile_ymm(blocks, X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
             else
 #endif
                 q8_tile_portable(X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1); /* every panel */
@@ -536,7 +696,7 @@ void donto_qgemm8_isa(const float *X, int m, int k, int ldx, const donto_qweight
 
 const char *donto_qgemm8_kernel_name(donto_isa isa) {
     switch (cpu_isa_runnable(isa)) {
-    case DONTO_ISA_AVX512VNNI: return "int8 vpdpbusd ymm (evex) 6x16";
+    case DONTO_ISA_AVX512VNNI: return "int8 vpdpbusd zmm 8x32";
     case DONTO_ISA_AVXVNNI: return "int8 vpdpbusd ymm (vex) 6x16";
     case DONTO_ISA_AVX512:
     case DONTO_ISA_AVX2: return "int8 vpmaddubsw ymm 6x16";
