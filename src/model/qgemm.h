@@ -104,7 +104,8 @@ int donto_qweight_get(const donto_qweight *q, int j, int c);
  *       chosen from calibration): fp32, added after the integer part
  *
  * Scheme (the measurements that chose it are in qgemm8.c's header):
- *   activations: asymmetric per row over the ordinary channels (7 bits),
+ *   activations: asymmetric per row over the ordinary channels on a grid
+ *                of XMAX + 1 levels, XMAX by kernel set (below),
  *                q = clamp(rint(x * XMAX / (hi - lo)) + zp, 0, XMAX),
  *                lo = min(0, min x), hi = max(0, max x), zp = rint(-lo * inv)
  *   weights:     symmetric per output row over the ordinary channels,
@@ -113,18 +114,23 @@ int donto_qweight_get(const donto_qweight *q, int j, int c);
  *                then y = fma(x[o], w[j, o], y) for each outlier channel o
  *                in list order
  *   kernel:      AVX2 vpmaddubsw (u8 x s8 -> s16 pairs) + vpmaddwd(1) +
- *                vpaddd, 6 x 16 tile; AVX-VNNI / AVX-512 VNNI vpdpbusd ymm
- *                (VEX / EVEX); avx512 (no VNNI) runs the AVX2 kernel.
- * vpmaddubsw saturates its s16 pair sums: 2 * XMAX * WMAX must stay below
- * 32768: u7 x s8 (2 * 127 * 127 = 32258) measured better than u8 x s7
- * (2 * 255 * 64 = 32640) once the outlier channels are out (min cosine
- * 0.99834 vs 0.99802 on MiniLM, docs/engine.md).  The int32 sums are exact
- * for k <= DONTO_QGEMM8_KMAX (k * 127 * 127 * 2 < 2^31, with the
- * zero-point term), so every kernel set gives the same bits. */
+ *                vpaddd, 6 x 16 tile, on avx2 and avx512; AVX-VNNI
+ *                vpdpbusd ymm 6 x 16; AVX-512 VNNI vpdpbusd zmm 8 x 32.
+ * The grid: vpmaddubsw saturates its s16 pair sums, so 2 * XMAX * WMAX
+ * must stay below 32768: u7 x s8 (XMAX 127; 2 * 127 * 127 = 32258)
+ * measured better than u8 x s7 (2 * 255 * 64 = 32640) once the outlier
+ * channels are out (min cosine 0.99834 vs 0.99802 on MiniLM,
+ * docs/engine.md). vpdpbusd does not saturate, so the VNNI sets take the
+ * full u8 grid (XMAX_VNNI 255), twice as fine: on MiniLM it lifts the min
+ * cosine to fp32 from 0.99856 to 0.99927 on the tokenizer's edge cases
+ * (docs/engine.md). The int32 sums are exact for k <= DONTO_QGEMM8_KMAX
+ * (k * 255 * 127 * 2 < 2^31, with the zero-point term), so every kernel
+ * set gives the bits of the portable path on the same grid. */
 #ifndef DONTO_QGEMM8_XMAX /* overridable only for accuracy experiments */
 #define DONTO_QGEMM8_XMAX 127
 #define DONTO_QGEMM8_WMAX 127
 #endif
+#define DONTO_QGEMM8_XMAX_VNNI 255
 #define DONTO_QGEMM8_MAXOUT 32
 #define DONTO_QGEMM8_KMAX 32768
 
@@ -148,10 +154,20 @@ int donto_qweight8_init(donto_qweight8 *q, const float *W, int n, int k, const i
                         donto_err *err);
 void donto_qweight8_free(donto_qweight8 *q);
 size_t donto_qgemm8_scratch_size(int m, int k);
-/* As donto_qgemm_isa, on the int8 path; every set gives the same bits. */
+/* As donto_qgemm_isa, on the int8 path, with the activation grid of the
+ * set (donto_qgemm8_xmax). */
 void donto_qgemm8_isa(const float *X, int m, int k, int ldx, const donto_qweight8 *W, const float *bias, float *Y,
                       int ldy, void *scratch, int nthreads, donto_isa isa);
-/* "int8 vpmaddubsw ymm 6x16" etc. */
+/* The activation grid the set runs: DONTO_QGEMM8_XMAX_VNNI on the VNNI
+ * sets, DONTO_QGEMM8_XMAX on the others. */
+int donto_qgemm8_xmax(donto_isa isa);
+/* donto_qgemm8_isa on an explicit grid, xmax DONTO_QGEMM8_XMAX or
+ * DONTO_QGEMM8_XMAX_VNNI: every set gives the portable path's bits on the
+ * same grid. A set whose kernel cannot multiply that grid (vpmaddubsw,
+ * past XMAX) runs the portable path. For tests and benchmarks. */
+void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweight8 *W, const float *bias, float *Y,
+                       int ldy, void *scratch, int nthreads, donto_isa isa, int xmax);
+/* "int8 u7 vpmaddubsw ymm 6x16" etc. (the grid, then the kernel) */
 const char *donto_qgemm8_kernel_name(donto_isa isa);
 /* Quantized weight of row j, column c. */
 int donto_qweight8_get(const donto_qweight8 *q, int j, int c);
