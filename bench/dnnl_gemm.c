@@ -53,7 +53,7 @@
  *             result does not depend on where 2.x applies bias relative to
  *             the output scales).
  *   int16     ours, donto_qgemm_isa (auto), quantization of X and bias inside.
- *   int8/N    ours, donto_qgemm8_isa with the nout outlier channels (as the
+ *   int8/N    ours, donto_qgemm8_grid (u7) with the nout outlier channels (as the
  *             encoder runs it), quantization and epilogue inside.
  *   int8/0    the same with no outlier channels.
  *
@@ -546,11 +546,13 @@ int main(int argc, char **argv) {
                     case P_Q16:
                         donto_qgemm_isa(X, m, k, k, &q16, bias, Y[p], n, scratch, 1, DONTO_ISA_AUTO);
                         break;
+                    /* on the u7 grid, as d-u8gemm, whatever grid the
+                     * CPU's set would pick (the VNNI sets take u8) */
                     case P_Q8:
-                        donto_qgemm8_isa(X, m, k, k, &q8, bias, Y[p], n, scratch, 1, DONTO_ISA_AUTO);
+                        donto_qgemm8_grid(X, m, k, k, &q8, bias, Y[p], n, scratch, 1, DONTO_ISA_AUTO, XMAX);
                         break;
                     case P_Q80:
-                        donto_qgemm8_isa(X, m, k, k, &q80, bias, Y[p], n, scratch, 1, DONTO_ISA_AUTO);
+                        donto_qgemm8_grid(X, m, k, k, &q80, bias, Y[p], n, scratch, 1, DONTO_ISA_AUTO, XMAX);
                         break;
                     }
                     const double dt = bench_cpu_now(CLOCK_THREAD_CPUTIME_ID) - t0, pdt = bench_cpu_now(CLOCK_PROCESS_CPUTIME_ID) - p0;

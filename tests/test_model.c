@@ -296,13 +296,16 @@ static void test_isa(void) {
             donto_encoder_kernels_get(enc, &k);
             CHECK(!strcmp(k.isa, donto_isa_name((donto_isa)s)), "kernels isa %s for %s", k.isa,
                   donto_isa_name((donto_isa)s));
-            /* fp32: the packed fma GEMM on the ymm sets, OpenBLAS on the others */
-            const int packed = s == DONTO_ISA_AVX2 || s == DONTO_ISA_AVXVNNI;
+            /* fp32: the packed fma GEMM on the SIMD sets (ymm, zmm on the
+             * AVX-512 ones), OpenBLAS on portable */
+            const int packed = s != DONTO_ISA_PORTABLE;
+            const int zmm = s == DONTO_ISA_AVX512 || s == DONTO_ISA_AVX512VNNI;
             CHECK(strstr(k.gemm, prec == DONTO_PREC_INT16  ? "int16"
                                  : prec == DONTO_PREC_BF16 ? "bf16"
                                  : prec == DONTO_PREC_INT8 ? "int8"
-                                 : packed                  ? "fp32 fma ymm"
-                                                           : "openblas") != NULL,
+                                 : !packed                 ? "openblas"
+                                 : zmm                     ? "fp32 fma zmm"
+                                                           : "fp32 fma ymm") != NULL,
                   "gemm %s on %s", k.gemm, donto_isa_name((donto_isa)s));
             CHECK(k.blas_core[0] != 0 && strstr(k.summary, k.isa) != NULL, "summary %s", k.summary);
             CHECK(strstr(k.summary, "attention loops") != NULL, "summary %s names no attention kernel", k.summary);
@@ -329,10 +332,11 @@ static void test_isa(void) {
                       donto_precision_name((donto_precision)prec), donto_isa_name((donto_isa)s), i,
                       cosine(v + i * H, ref + i * H, H));
             /* Every SIMD set gives the bits of the SIMD set before it where
-             * both run the same forms. They differ in two: on the AVX-512
-             * sets fp32 runs OpenBLAS, not the packed GEMM, and attention
-             * takes OpenBLAS's GEMMs from 8 tokens (the ymm sets' loops are
-             * faster up to 384-768 tokens); and int8's grid (above). */
+             * both run the same forms. The forms can differ: the fp32 GEMM
+             * (the packed one, or OpenBLAS on portable: the packed ymm and
+             * zmm kernels do the same fmas), attention (OpenBLAS's GEMMs
+             * from 8 tokens on the AVX-512 sets; the ymm sets' loops are
+             * faster up to 384-768 tokens), and int8's grid (above). */
             const int amin = bert_attend_gemm_min((donto_isa)s, sp.hidden / sp.heads);
             if (simd && amin == simd_amin && grid == simd_grid && (prec != DONTO_PREC_FP32 || packed == simd_packed)) {
                 CHECK(memcmp(v, simd, (size_t)n * H * 4) == 0, "%s: set %s differs from %s",

@@ -248,9 +248,9 @@ static const char *const int8_calib_texts[] = {
     "The museum's new wing displays sculpture from West Africa and the Pacific.",
 };
 
-/* fp32 on the CPU: the packed GEMM (fgemm.h) on the ymm kernel sets, where
+/* fp32 on the CPU: the packed GEMM (fgemm.h) on the SIMD kernel sets, where
  * it is faster than OpenBLAS (no per-call packing of W, no bias pass;
- * docs/engine.md), OpenBLAS elsewhere.  DONTO_FP32_GEMM=openblas|packed
+ * docs/engine.md), OpenBLAS on portable.  DONTO_FP32_GEMM=openblas|packed
  * overrides it, for comparisons (packed on a set without a SIMD kernel is
  * the plain C loop: slow, but the same arithmetic). */
 static int fp32_packed_wanted(donto_isa isa) {

@@ -44,12 +44,13 @@ void donto_fweight_free(donto_fweight *w);
  * overlap; m <= 0 does nothing. */
 void donto_fgemm_isa(const float *X, int m, int ldx, const donto_fweight *W, const float *bias, float *Y, int ldy,
                      donto_isa isa);
-/* 1 where the encoder should use this GEMM for its fp32 Linear layers: the
- * kernel sets whose widest vectors are ymm (avx2, avxvnni).  0 on portable
- * (plain C, far slower than OpenBLAS) and on the AVX-512 sets, where
- * OpenBLAS has zmm kernels of twice the width (fgemm.c's header). */
+/* 1 where the encoder should use this GEMM for its fp32 Linear layers:
+ * every SIMD set (ymm kernel on avx2/avxvnni, zmm on the AVX-512 sets; both
+ * faster than OpenBLAS in the forward, fgemm.c's header).  0 on portable
+ * (plain C, far slower than OpenBLAS). */
 int donto_fgemm_preferred(donto_isa isa);
-/* The kernel donto_fgemm_isa runs for isa, for logs: "fp32 fma ymm 6x16". */
+/* The kernel donto_fgemm_isa runs for isa, for logs: "fp32 fma ymm 6x16",
+ * "fp32 fma zmm 8x32". */
 const char *donto_fgemm_kernel_name(donto_isa isa);
 
 #endif
