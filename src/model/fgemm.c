@@ -39,9 +39,10 @@
  * rows x 2 panels (16 accumulators; 2 loads of W and 8 broadcasts per 16
  * FMAs), pairs of panels per k block, masked loads and stores for a
  * partial panel instead of a bounce row. Ice Lake Xeon, one thread
- * (bench_fgemm, bench/results/fgemm-icx-2026-12-06.txt, three runs):
- * 102-153 GFLOP/s (the machine is shared: 128-153 in the quiet rows), 1.04-1.25x OpenBLAS's SkylakeX sgemm at 256 rows,
- * 1.20-1.39x at 96, 2.2-2.5x at 16; the fp32 forward at 2 threads ran 440 -> 508 items/s on
+ * (bench_fgemm, bench/results/fgemm-icx-2026-12-06.txt, two runs):
+ * 102-153 GFLOP/s (17 of 24 rows at 128-153: this VM's speed varies),
+ * 1.04-1.25x OpenBLAS's SkylakeX sgemm at 256 rows, 1.20-1.39x at 96,
+ * 2.2-2.5x at 16; the fp32 forward at 2 threads ran 440 -> 508 items/s on
  * 2,000 claims and 25.3 -> 28.7 on 100 chunks (medians of three
  * interleaved runs), so the encoder takes it on every SIMD set.
  */
