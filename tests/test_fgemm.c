@@ -109,12 +109,15 @@ int main(void) {
     CHECK(donto_fweight_init(&fw, NULL, 4, 4, &e) == -1 && strstr(e.msg, "no weights"), "NULL W refused: %s", e.msg);
     donto_fweight_free(&fw);
 
-    /* where the encoder uses it: the ymm sets only */
+    /* where the encoder uses it: every SIMD set (ymm kernel, zmm on the
+     * AVX-512 sets), not portable */
     CHECK(!donto_fgemm_preferred(DONTO_ISA_PORTABLE), "portable is not preferred");
     for (int t = 0; t < g_isa.n; t++) {
         const donto_isa s = g_isa.set[t];
-        const int want = s == DONTO_ISA_AVX2 || s == DONTO_ISA_AVXVNNI;
-        CHECK(donto_fgemm_preferred(s) == want, "preferred on %s: %d", donto_isa_name(s), donto_fgemm_preferred(s));
+        const int zmm = s == DONTO_ISA_AVX512 || s == DONTO_ISA_AVX512VNNI;
+        CHECK(donto_fgemm_preferred(s) == 1, "preferred on %s: %d", donto_isa_name(s), donto_fgemm_preferred(s));
+        CHECK(strstr(donto_fgemm_kernel_name(s), zmm ? "zmm" : "ymm") != NULL, "kernel on %s: %s",
+              donto_isa_name(s), donto_fgemm_kernel_name(s));
     }
     isa_sets_report(&g_isa, donto_fgemm_kernel_name);
     return check_report("test_fgemm");
