@@ -102,6 +102,7 @@
 #include <string.h>
 
 #include "cpu_isa.h"
+#include "kern_asm.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define QG_X86 1
@@ -403,18 +404,7 @@ QG_AVXVNNI static inline __attribute__((always_inline)) void qg_block_vnni(const
     long n = npairs;                                                                  \
     long set = first;                                                                 \
     __asm__ volatile(                                                                 \
-        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"                                            \
-        "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"                                            \
-        "vpxor %%xmm2, %%xmm2, %%xmm2\n\t"                                            \
-        "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"                                            \
-        "vpxor %%xmm4, %%xmm4, %%xmm4\n\t"                                            \
-        "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"                                            \
-        "vpxor %%xmm6, %%xmm6, %%xmm6\n\t"                                            \
-        "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"                                            \
-        "vpxor %%xmm8, %%xmm8, %%xmm8\n\t"                                            \
-        "vpxor %%xmm9, %%xmm9, %%xmm9\n\t"                                            \
-        "vpxor %%xmm10, %%xmm10, %%xmm10\n\t"                                         \
-        "vpxor %%xmm11, %%xmm11, %%xmm11\n\t"                                         \
+        KASM_ZERO_0_11                                                                \
         "1:\n\t"                                                                      \
         "vmovdqa (%[b]), %%ymm12\n\t"                                                 \
         "vmovdqa 32(%[b]), %%ymm13\n\t"                                               \
@@ -659,22 +649,7 @@ QG_AVX512 static inline __attribute__((always_inline)) void qgz_store(const int 
     long n = npairs;                                                                  \
     long set = first;                                                                 \
     __asm__ volatile(                                                                 \
-        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"                                            \
-        "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"                                            \
-        "vpxor %%xmm2, %%xmm2, %%xmm2\n\t"                                            \
-        "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"                                            \
-        "vpxor %%xmm4, %%xmm4, %%xmm4\n\t"                                            \
-        "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"                                            \
-        "vpxor %%xmm6, %%xmm6, %%xmm6\n\t"                                            \
-        "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"                                            \
-        "vpxor %%xmm8, %%xmm8, %%xmm8\n\t"                                            \
-        "vpxor %%xmm9, %%xmm9, %%xmm9\n\t"                                            \
-        "vpxor %%xmm10, %%xmm10, %%xmm10\n\t"                                         \
-        "vpxor %%xmm11, %%xmm11, %%xmm11\n\t"                                         \
-        "vpxor %%xmm12, %%xmm12, %%xmm12\n\t"                                         \
-        "vpxor %%xmm13, %%xmm13, %%xmm13\n\t"                                         \
-        "vpxor %%xmm14, %%xmm14, %%xmm14\n\t"                                         \
-        "vpxor %%xmm15, %%xmm15, %%xmm15\n\t"                                         \
+        KASM_ZERO_0_15                                                                \
         "1:\n\t"                                                                      \
         "vmovdqa64 (%[b]), %%zmm16\n\t"                                               \
         "vmovdqa64 (%[b],%[ps],1), %%zmm17\n\t"                                       \
