@@ -114,7 +114,7 @@ int main(void) {
     CHECK(!donto_fgemm_preferred(DONTO_ISA_PORTABLE), "portable is not preferred");
     for (int t = 0; t < g_isa.n; t++) {
         const donto_isa s = g_isa.set[t];
-        const int zmm = s == DONTO_ISA_AVX512 || s == DONTO_ISA_AVX512VNNI;
+        const int zmm = cpu_isa_zmm(s);
         CHECK(donto_fgemm_preferred(s) == 1, "preferred on %s: %d", donto_isa_name(s), donto_fgemm_preferred(s));
         CHECK(strstr(donto_fgemm_kernel_name(s), zmm ? "zmm" : "ymm") != NULL, "kernel on %s: %s",
               donto_isa_name(s), donto_fgemm_kernel_name(s));

@@ -266,7 +266,6 @@ static void test_isa(void) {
     for (size_t pi = 0; pi < sizeof precs / sizeof *precs; pi++) {
         const int prec = precs[pi];
         float *ref = NULL, *simd = NULL;
-        int simd_packed = 0; /* simd came from the packed fp32 GEMM */
         int simd_amin = 0;   /* simd's attention took the GEMM form from this many tokens */
         int simd_set = 0, same_bits = 0;
         int simd_grid = 0; /* simd's int8 activation grid (0: not int8) */
@@ -299,7 +298,7 @@ static void test_isa(void) {
             /* fp32: the packed fma GEMM on the SIMD sets (ymm, zmm on the
              * AVX-512 ones), OpenBLAS on portable */
             const int packed = s != DONTO_ISA_PORTABLE;
-            const int zmm = s == DONTO_ISA_AVX512 || s == DONTO_ISA_AVX512VNNI;
+            const int zmm = cpu_isa_zmm((donto_isa)s);
             CHECK(strstr(k.gemm, prec == DONTO_PREC_INT16  ? "int16"
                                  : prec == DONTO_PREC_BF16 ? "bf16"
                                  : prec == DONTO_PREC_INT8 ? "int8"
@@ -332,20 +331,19 @@ static void test_isa(void) {
                       donto_precision_name((donto_precision)prec), donto_isa_name((donto_isa)s), i,
                       cosine(v + i * H, ref + i * H, H));
             /* Every SIMD set gives the bits of the SIMD set before it where
-             * both run the same forms. The forms can differ: the fp32 GEMM
-             * (the packed one, or OpenBLAS on portable: the packed ymm and
-             * zmm kernels do the same fmas), attention (OpenBLAS's GEMMs
-             * from 8 tokens on the AVX-512 sets; the ymm sets' loops are
-             * faster up to 384-768 tokens), and int8's grid (above). */
+             * both run the same forms (the packed ymm and zmm fp32 GEMMs do
+             * the same fmas). The forms can differ in attention (OpenBLAS's
+             * GEMMs from 8 tokens on the AVX-512 sets; the ymm sets' loops
+             * are faster up to 384-768 tokens) and int8's grid (above). */
             const int amin = bert_attend_gemm_min((donto_isa)s, sp.hidden / sp.heads);
-            if (simd && amin == simd_amin && grid == simd_grid && (prec != DONTO_PREC_FP32 || packed == simd_packed)) {
+            if (simd && amin == simd_amin && grid == simd_grid) {
                 CHECK(memcmp(v, simd, (size_t)n * H * 4) == 0, "%s: set %s differs from %s",
                       donto_precision_name((donto_precision)prec), donto_isa_name((donto_isa)s),
                       donto_isa_name((donto_isa)simd_set));
                 same_bits++;
             }
             free(simd);
-            simd = v, simd_set = s, simd_packed = packed, simd_amin = amin, simd_grid = grid;
+            simd = v, simd_set = s, simd_amin = amin, simd_grid = grid;
         }
         printf("%s: %d SIMD sets bit-identical to the set before them\n", donto_precision_name((donto_precision)prec),
                same_bits);

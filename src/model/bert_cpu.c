@@ -97,15 +97,14 @@ size_t bert_attend_scratch_floats(int D, int len) {
  * 1.01x at 384, 0.93x at 512; D 32: 1.07x still at 512). Ice Lake Xeon, the
  * AVX-512 sets: OpenBLAS (SkylakeX zmm kernels) takes 0.98-1.09x the
  * loops' time at 8 tokens for D 32 (a tie) and 0.79-0.89x for D 64,
- * 0.53-0.95x from 16 to 512, so the GEMMs from 8 tokens. On portable 48 tokens, as before anything was
- * measured: plain C loops lose to any BLAS on long rows. */
+ * 0.53-0.95x from 16 to 512, so the GEMMs from 8 tokens. On portable 48
+ * tokens, as before anything was measured: plain C loops lose to any BLAS
+ * on long rows. */
 int bert_attend_gemm_min(donto_isa isa, int D) {
     const donto_isa s = cpu_isa_resolve(isa);
-    if ((s == DONTO_ISA_AVX2 || s == DONTO_ISA_AVXVNNI) && bert_kern_for(s) != &kern_generic)
-        return 24576 / (D > 0 ? D : 1); /* D 64: 384 tokens; D 32: 768, over 512 */
-    if ((s == DONTO_ISA_AVX512 || s == DONTO_ISA_AVX512VNNI) && bert_kern_for(s) != &kern_generic)
-        return 8; /* OpenBLAS's AVX-512 sgemm: a tie at 8 tokens, faster above (bench_attend) */
-    return 48;
+    if (bert_kern_for(s) == &kern_generic) return 48;
+    if (cpu_isa_zmm(s)) return 8; /* OpenBLAS's AVX-512 sgemm: a tie at 8 tokens, faster above */
+    return 24576 / (D > 0 ? D : 1); /* D 64: 384 tokens; D 32: 768, over 512 */
 }
 
 void bert_attend_one(donto_isa isa, const float *qkv, int H, int D, int h, int o, int len, int q0, int q1,

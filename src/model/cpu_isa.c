@@ -153,7 +153,7 @@ void cpu_isa_missing(donto_isa s, char *buf, size_t n) {
         int k = snprintf(buf + at, at < n ? n - at : 0, "%s%s", at ? ", " : "", q->name);
         if (k > 0) at += (size_t)k;
     }
-    if (at && at < n && (s == DONTO_ISA_AVX512 || s == DONTO_ISA_AVX512VNNI) && f->avx512_no_os)
+    if (at && at < n && cpu_isa_zmm(s) && f->avx512_no_os)
         snprintf(buf + at, n - at, " (the CPU lists AVX-512 but the OS does not enable its registers)");
 }
 
@@ -181,6 +181,10 @@ donto_isa cpu_isa_best(void) {
 }
 
 donto_isa cpu_isa_resolve(donto_isa s) { return s == DONTO_ISA_AUTO ? cpu_isa_best() : s; }
+
+int cpu_isa_zmm(donto_isa s) { return s == DONTO_ISA_AVX512 || s == DONTO_ISA_AVX512VNNI; }
+
+int cpu_isa_vnni(donto_isa s) { return s == DONTO_ISA_AVXVNNI || s == DONTO_ISA_AVX512VNNI; }
 
 donto_isa cpu_isa_runnable(donto_isa s) {
     s = cpu_isa_resolve(s);

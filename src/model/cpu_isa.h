@@ -41,6 +41,11 @@ donto_isa cpu_isa_resolve(donto_isa s);
 /* The set a kernel call runs: s resolved, or the best this CPU has when it
  * lacks s (never an illegal instruction). */
 donto_isa cpu_isa_runnable(donto_isa s);
+/* What a set's kernels are made of (s as given; resolve it first for
+ * DONTO_ISA_AUTO): zmm registers (avx512, avx512vnni), VNNI's vpdpwssd /
+ * vpdpbusd (avxvnni, avx512vnni). */
+int cpu_isa_zmm(donto_isa s);
+int cpu_isa_vnni(donto_isa s);
 /* The features s needs that this CPU lacks, comma-separated ("" when none). */
 void cpu_isa_missing(donto_isa s, char *buf, size_t n);
 /* The features this CPU has, space-separated ("avx avx2 fma ..."; "none"). */

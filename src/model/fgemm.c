@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "cpu_isa.h"
+#include "kern_tile.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define FG_X86 1
@@ -281,11 +282,8 @@ FGZ_DEF_ROWS(5)
 FGZ_DEF_ROWS(6)
 FGZ_DEF_ROWS(7)
 FGZ_DEF_ROWS(8)
-#define FGZ_ROWFNS(R) {NULL, fgz_tile_##R##_1, fgz_tile_##R##_2}
 /* [rows][panels] */
-static const fgz_tile_fn fgz_tiles[FGZ_MR + 1][3] = {{NULL, NULL, NULL}, FGZ_ROWFNS(1), FGZ_ROWFNS(2),
-                                                     FGZ_ROWFNS(3),      FGZ_ROWFNS(4), FGZ_ROWFNS(5),
-                                                     FGZ_ROWFNS(6),      FGZ_ROWFNS(7), FGZ_ROWFNS(8)};
+static const fgz_tile_fn fgz_tiles[FGZ_MR + 1][3] = KTILE_TABLE_8X2(fgz_tile);
 
 /* As fg_avx2, with pairs of panels: per k block, per pair, every 8-row tile
  * (the pair's slice, FG_KC x 128 B = 32 KB, stays in L1 on a 48 KB L1). */
@@ -318,7 +316,7 @@ void donto_fgemm_isa(const float *X, int m, int ldx, const donto_fweight *W, con
     if (m <= 0) return;
 #ifdef FG_X86
     const donto_isa s = cpu_isa_runnable(isa);
-    if (s == DONTO_ISA_AVX512 || s == DONTO_ISA_AVX512VNNI) {
+    if (cpu_isa_zmm(s)) {
         fg_avx512(X, m, ldx, W, bias, Y, ldy);
         return;
     }
@@ -334,6 +332,6 @@ int donto_fgemm_preferred(donto_isa isa) { return cpu_isa_runnable(isa) >= DONTO
 
 const char *donto_fgemm_kernel_name(donto_isa isa) {
     const donto_isa s = cpu_isa_runnable(isa);
-    if (s == DONTO_ISA_AVX512 || s == DONTO_ISA_AVX512VNNI) return "fp32 fma zmm 8x32";
+    if (cpu_isa_zmm(s)) return "fp32 fma zmm 8x32";
     return s >= DONTO_ISA_AVX2 ? "fp32 fma ymm 6x16" : "fp32 plain C";
 }

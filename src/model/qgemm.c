@@ -102,7 +102,7 @@
 #include <string.h>
 
 #include "cpu_isa.h"
-#include "kern_asm.h"
+#include "kern_tile.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define QG_X86 1
@@ -718,14 +718,10 @@ QG_AVX512 static void qgz_store_8_2(const float *facc, const float *sx, const fl
                                     float *y, size_t ldy) {
     qgz_store(8, 2, facc, sx, sw, bias, ncols, y, ldy);
 }
-#define QGZ_ROW(F, R) {NULL, F##_##R##_1, F##_##R##_2}
-#define QGZ_TABLE(F)                                                                                          \
-    {{NULL, NULL, NULL}, QGZ_ROW(F, 1), QGZ_ROW(F, 2), QGZ_ROW(F, 3), QGZ_ROW(F, 4),                          \
-     QGZ_ROW(F, 5),      QGZ_ROW(F, 6), QGZ_ROW(F, 7), QGZ_ROW(F, 8)}
 /* [rows][panels] */
-static const qgz_block_fn qgz_blocks_bw[QGZ_MR + 1][3] = QGZ_TABLE(qgz_block_bw);
-static const qgz_block_fn qgz_blocks_vnni[QGZ_MR + 1][3] = QGZ_TABLE(qgz_block_vnni);
-static const qgz_store_fn qgz_stores[QGZ_MR + 1][3] = QGZ_TABLE(qgz_store);
+static const qgz_block_fn qgz_blocks_bw[QGZ_MR + 1][3] = KTILE_TABLE_8X2(qgz_block_bw);
+static const qgz_block_fn qgz_blocks_vnni[QGZ_MR + 1][3] = KTILE_TABLE_8X2(qgz_block_vnni);
+static const qgz_store_fn qgz_stores[QGZ_MR + 1][3] = KTILE_TABLE_8X2(qgz_store);
 
 /* One task, as qg_tile_ymm, with 8 x 32 micro-tiles: per pair of panels,
  * the k blocks outer and the 8-row micro-tiles inner (the two panels'

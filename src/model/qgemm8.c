@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "cpu_isa.h"
-#include "kern_asm.h"
+#include "kern_tile.h"
 #include "qgemm.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -555,11 +555,8 @@ Q8Z_DEF_ROWS(6)
 Q8Z_DEF_ROWS(7)
 Q8Z_DEF(8, 1)
 #define q8z_block_8_2 q8z_block8_asm
-#define Q8Z_ROWFNS(R) {NULL, q8z_block_##R##_1, q8z_block_##R##_2}
 /* [rows][panels] */
-static const q8z_block_fn q8z_blocks[Q8Z_MR + 1][3] = {
-    {NULL, NULL, NULL}, Q8Z_ROWFNS(1), Q8Z_ROWFNS(2), Q8Z_ROWFNS(3), Q8Z_ROWFNS(4),
-    Q8Z_ROWFNS(5),      Q8Z_ROWFNS(6), Q8Z_ROWFNS(7), Q8Z_ROWFNS(8)};
+static const q8z_block_fn q8z_blocks[Q8Z_MR + 1][3] = KTILE_TABLE_8X2(q8z_block);
 
 /* The epilogue of q8_store_rows on NP panels of 16 columns: the same
  * operations in the same order per output, so the same bits; masked loads
@@ -622,10 +619,8 @@ Q8_AVX512VNNI static void q8_tile_zmm(const float *X, size_t ldx, const uint8_t 
 }
 #endif /* Q8_X86 */
 
-static int q8_vnni(donto_isa isa) { return isa == DONTO_ISA_AVXVNNI || isa == DONTO_ISA_AVX512VNNI; }
-
 int donto_qgemm8_xmax(donto_isa isa) {
-    return q8_vnni(cpu_isa_runnable(isa)) ? DONTO_QGEMM8_XMAX_VNNI : DONTO_QGEMM8_XMAX;
+    return cpu_isa_vnni(cpu_isa_runnable(isa)) ? DONTO_QGEMM8_XMAX_VNNI : DONTO_QGEMM8_XMAX;
 }
 
 void donto_qgemm8_isa(const float *X, int m, int k, int ldx, const donto_qweight8 *W, const float *bias, float *Y,
@@ -641,7 +636,7 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
     (void)k;
     isa = cpu_isa_runnable(isa);
     /* vpmaddubsw would saturate past XMAX: the portable path then */
-    if (xmax > DONTO_QGEMM8_XMAX && !q8_vnni(isa)) isa = DONTO_ISA_PORTABLE;
+    if (xmax > DONTO_QGEMM8_XMAX && !cpu_isa_vnni(isa)) isa = DONTO_ISA_PORTABLE;
     const int simd = isa >= DONTO_ISA_AVX2;
     const int n = W->n, npanels = W->npanels;
     const size_t lda = q8_lda(W->k);

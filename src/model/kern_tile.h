@@ -1,0 +1,29 @@
+/*
+ * Pieces shared by the GEMM micro-kernels of fgemm.c, qgemm.c and qgemm8.c
+ * (private to the model library).
+ *
+ *  - KASM_ZERO_*: zeroing the accumulators in inline assembly. A VEX vpxor
+ *    on xmm zeroes the whole ymm / zmm register (the upper bits are
+ *    cleared), and is a zeroing idiom the CPU resolves at rename.
+ *  - KTILE_TABLE_8X2: the dispatch table of the zmm kernels' tiles, 1 to 8
+ *    rows x 1 or 2 panels of 16 columns, indexed [rows][panels] (row 0 and
+ *    panel 0 empty); F_R_N is the function for R rows and N panels.
+ */
+#ifndef DONTO_MODEL_KERN_TILE_H
+#define DONTO_MODEL_KERN_TILE_H
+
+#define KASM_ZERO(r) "vpxor %%xmm" #r ", %%xmm" #r ", %%xmm" #r "\n\t"
+/* registers 0-11 (the 6 x 16 ymm tiles' accumulators) */
+#define KASM_ZERO_0_11                                                                             \
+    KASM_ZERO(0) KASM_ZERO(1) KASM_ZERO(2) KASM_ZERO(3) KASM_ZERO(4) KASM_ZERO(5) KASM_ZERO(6) \
+    KASM_ZERO(7) KASM_ZERO(8) KASM_ZERO(9) KASM_ZERO(10) KASM_ZERO(11)
+/* registers 0-15 (the 8 x 32 zmm tiles' accumulators) */
+#define KASM_ZERO_0_15 KASM_ZERO_0_11 KASM_ZERO(12) KASM_ZERO(13) KASM_ZERO(14) KASM_ZERO(15)
+
+#define KTILE_ROW_(F, R) {NULL, F##_##R##_1, F##_##R##_2}
+/* initializer of a [9][3] table: static const fn t[9][3] = KTILE_TABLE_8X2(F); */
+#define KTILE_TABLE_8X2(F)                                                                            \
+    {{NULL, NULL, NULL}, KTILE_ROW_(F, 1), KTILE_ROW_(F, 2), KTILE_ROW_(F, 3), KTILE_ROW_(F, 4), \
+     KTILE_ROW_(F, 5),   KTILE_ROW_(F, 6), KTILE_ROW_(F, 7), KTILE_ROW_(F, 8)}
+
+#endif
