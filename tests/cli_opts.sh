@@ -43,11 +43,11 @@ usage_error "--target: 'claims' is not one of" "$EMBED" enqueue --db "$W/q.db" -
 usage_error "--format: 'csv' is not one of" "$EMBED" load --db "$W/q.db" --format csv x.jsonl
 usage_error "--repo needs a value" "$EMBED" model fetch --repo=
 usage_error "unknown option '--bogus'" "$EMBED" model fetch --bogus
-usage_error "--isa: 'avx1024' is not one of auto|portable|avx2|avxvnni|avx512|avx512vnni" "$EMBED" embed --model "$W/none" --isa avx1024
+usage_error "--isa: 'avx1024' is not one of auto|portable|avx2|avxvnni|avx512|avx512vnni|avx512bf16" "$EMBED" embed --model "$W/none" --isa avx1024
 EMBED_ISA=sse usage_error "EMBED_ISA: 'sse' is not one of" "$EMBED" work --model m --url http://x --token t
 # A kernel set the CPU lacks is refused before anything loads, naming what the CPU has (on a CPU
 # that runs every set there is nothing to refuse).
-"$EMBED" embed --model "$W/none" --isa avx512vnni > "$W/out" 2> "$W/err"
+"$EMBED" embed --model "$W/none" --isa avx512bf16 > "$W/out" 2> "$W/err"
 if grep -qF "which this CPU lacks" "$W/err"; then
     for c in embed recall search work serve; do
         case $c in
@@ -57,11 +57,11 @@ if grep -qF "which this CPU lacks" "$W/err"; then
         work) set -- work --model "$W/none" --url http://x --token t ;;
         serve) set -- serve --db "$W/q.db" --model "$W/none" ;;
         esac
-        usage_error "--isa avx512vnni: kernel set avx512vnni needs" "$EMBED" "$@" --isa avx512vnni
+        usage_error "--isa avx512bf16: kernel set avx512bf16 needs" "$EMBED" "$@" --isa avx512bf16
         grep -qF "which this CPU lacks (it has: " "$W/err" || fail "$c --isa: $(cat "$W/err")"
     done
 else
-    echo "SKIP --isa refusal: this CPU runs avx512vnni"
+    echo "SKIP --isa refusal: this CPU runs avx512bf16"
 fi
 
 usage_error "--seed: -1 is out of range (0..9223372036854775807)" "$SHEAF" train --data texas --seed -1

@@ -253,6 +253,39 @@ static void test_encoder(void) {
  * the same bits as each other (the same AVX2 loops; int16 and int8 GEMMs
  * bit-identical by construction), portable agrees to rounding; a set the
  * CPU lacks is refused at open with what it needs and what the CPU has. */
+/* bf16 on the vdpbf16ps kernel, forced (DONTO_BF16_GEMM=native; the
+ * encoder takes it only where the probe says it pays): the same roundings
+ * as portable's bf16 (ref) in another order of the sums. */
+static void test_bf16_native(const char *d, const char **texts, int n, const float *ref, int H) {
+    if (!donto_isa_supported(DONTO_ISA_AVX512BF16)) {
+        printf("SKIP bf16 on vdpbf16ps: CPU lacks the avx512bf16 kernel set\n");
+        return;
+    }
+    setenv("DONTO_BF16_GEMM", "native", 1);
+    donto_encoder_opts o;
+    donto_encoder_default_opts(&o);
+    o.threads = 2, o.precision = DONTO_PREC_BF16, o.isa = DONTO_ISA_AVX512BF16;
+    donto_err err = {0};
+    donto_encoder *enc = NULL;
+    CHECK(donto_encoder_open(d, &o, &enc, &err) == 0, "open bf16 native: %s", err.msg);
+    unsetenv("DONTO_BF16_GEMM");
+    if (!enc) return;
+    donto_encoder_kernels k;
+    donto_encoder_kernels_get(enc, &k);
+    CHECK(strstr(k.gemm, "vdpbf16ps") != NULL, "gemm %s with DONTO_BF16_GEMM=native", k.gemm);
+    float *v = calloc((size_t)n * H, 4);
+    CHECK(donto_encoder_encode(enc, texts, NULL, (size_t)n, v, NULL, &err) == 0, "encode: %s", err.msg);
+    donto_encoder_close(enc);
+    double worst = 1;
+    for (int i = 0; i < n; i++) {
+        const double c = cosine(v + i * H, ref + i * H, H);
+        CHECK(c > 0.99999, "bf16 vdpbf16ps text %d vs portable bf16: cos %.9f", i, c);
+        if (c < worst) worst = c;
+    }
+    printf("bf16 on vdpbf16ps: min cos %.9f vs portable bf16 (%s)\n", worst, k.gemm);
+    free(v);
+}
+
 static void test_isa(void) {
     static const char *texts[] = {"hello world", "the quick brown fox jumps over the lazy dog again and again",
                                   "", "cat", "running dogs, running cats - the animal kind of run"};
@@ -269,6 +302,7 @@ static void test_isa(void) {
         int simd_amin = 0;   /* simd's attention took the GEMM form from this many tokens */
         int simd_set = 0, same_bits = 0;
         int simd_grid = 0; /* simd's int8 activation grid (0: not int8) */
+        char simd_gemm[sizeof ((donto_encoder_kernels *)0)->gemm] = ""; /* what ran simd's GEMMs */
         const int H = sp.hidden;
         for (int s = DONTO_ISA_PORTABLE; s < DONTO_ISA_N; s++) {
             donto_encoder_opts o;
@@ -334,9 +368,12 @@ static void test_isa(void) {
              * both run the same forms (the packed ymm and zmm fp32 GEMMs do
              * the same fmas). The forms can differ in attention (OpenBLAS's
              * GEMMs from 8 tokens on the AVX-512 sets; the ymm sets' loops
-             * are faster up to 384-768 tokens) and int8's grid (above). */
+             * are faster up to 384-768 tokens), int8's grid (above) and
+             * bf16's GEMM (ymm or zmm fp32 fmas, or vdpbf16ps: another
+             * order of the same roundings). */
             const int amin = bert_attend_gemm_min((donto_isa)s, sp.hidden / sp.heads);
-            if (simd && amin == simd_amin && grid == simd_grid) {
+            if (simd && amin == simd_amin && grid == simd_grid &&
+                (prec != DONTO_PREC_BF16 || !strcmp(k.gemm, simd_gemm))) {
                 CHECK(memcmp(v, simd, (size_t)n * H * 4) == 0, "%s: set %s differs from %s",
                       donto_precision_name((donto_precision)prec), donto_isa_name((donto_isa)s),
                       donto_isa_name((donto_isa)simd_set));
@@ -344,9 +381,11 @@ static void test_isa(void) {
             }
             free(simd);
             simd = v, simd_set = s, simd_amin = amin, simd_grid = grid;
+            snprintf(simd_gemm, sizeof simd_gemm, "%s", k.gemm);
         }
         printf("%s: %d SIMD sets bit-identical to the set before them\n", donto_precision_name((donto_precision)prec),
                same_bits);
+        if (prec == DONTO_PREC_BF16) test_bf16_native(d, texts, n, ref, H);
         free(ref);
         free(simd);
     }

@@ -54,6 +54,7 @@ typedef enum {
     DONTO_ISA_AVXVNNI,    /* + AVX-VNNI: int16 vpdpwssd ymm */
     DONTO_ISA_AVX512,     /* + AVX-512 F/BW/VL/DQ: int16 vpmaddwd zmm */
     DONTO_ISA_AVX512VNNI, /* + AVX-512 VNNI: int16 vpdpwssd zmm */
+    DONTO_ISA_AVX512BF16, /* + AVX-512 BF16: bf16 vdpbf16ps zmm (the rest as avx512vnni) */
     DONTO_ISA_N
 } donto_isa;
 

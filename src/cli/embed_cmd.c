@@ -367,7 +367,7 @@ int donto_embed_cmd(int argc, char **argv) {
          .help = "CUDA device ordinal (default 0); all: one engine per GPU"},
         {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
          .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
-                 "avx512 | avx512vnni (the CPU kernel set, docs/engine.md)"},
+                 "avx512 | avx512vnni | avx512bf16 (the CPU kernel set, docs/engine.md)"},
         {DONTO_OPT_INT, "max-len", 0, &eo.max_len, .min = 1, .max = 1 << 24, .metavar = "N",
          .help = "tokens per text incl. [CLS]/[SEP], at most the model's\n"
                  "max_position_embeddings (default: the model's own limit, as\n"

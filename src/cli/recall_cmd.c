@@ -158,7 +158,7 @@ int donto_recall_cmd(int argc, char **argv) {
          .help = "encoder threads (default: all CPUs)"},
         {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
          .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
-                 "avx512 | avx512vnni (the CPU kernel set, docs/engine.md)"},
+                 "avx512 | avx512vnni | avx512bf16 (the CPU kernel set, docs/engine.md)"},
         {0}};
     const donto_opt_cmd cmd = {"donto-embed recall",
                                "usage: donto-embed recall [options] QUERY\n"

@@ -61,7 +61,7 @@ int donto_search_cmd(int argc, char **argv) {
         {DONTO_OPT_FLAG, "json", 0, &json, .help = "a JSON array of {index, score, text}"},
         {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
          .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
-                 "avx512 | avx512vnni (the CPU kernel set, docs/engine.md)"},
+                 "avx512 | avx512vnni | avx512bf16 (the CPU kernel set, docs/engine.md)"},
         {0}};
     const donto_opt_cmd cmd = {"donto-embed search",
                                "usage: donto-embed search --model DIR --vectors V.npy --texts T.jsonl [-k N] [--json] QUERY\n"

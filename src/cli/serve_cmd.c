@@ -124,7 +124,7 @@ int donto_serve_cmd(int argc, char **argv) {
                  "cannot hold is refused with a message (default: no bound; docs/recall.md)"},
         {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto",
          .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
-                 "avx512 | avx512vnni (the CPU kernel set of the recall model and\n"
+                 "avx512 | avx512vnni | avx512bf16 (the CPU kernel set of the recall model and\n"
                  "the verifier, docs/engine.md)"},
         {DONTO_OPT_CHOICE, "verify", 0, &verify, .choices = VERIFY_NAMES, .metavar = "W",
          .help = "check a sample of submitted vectors by re-embedding them with --model\n"

@@ -74,7 +74,7 @@ int donto_work_cmd(int argc, char **argv) {
          .help = "cpu (default) | cuda; EMBED_CUDA=1 means cuda"},
         {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto", .env = "EMBED_ISA",
          .help = "auto (default: the best this CPU runs) | portable | avx2 | avxvnni |\n"
-                 "avx512 | avx512vnni (the CPU kernel set, docs/engine.md)"},
+                 "avx512 | avx512vnni | avx512bf16 (the CPU kernel set, docs/engine.md)"},
         {DONTO_OPT_INT, "gpu", 0, &gpu, .min = 0, .max = 1024, .word = "all", .word_value = -1, .metavar = "N|all",
          .env = "EMBED_GPU", .help = "CUDA device ordinal (default 0); all: one engine per GPU"},
         {DONTO_OPT_DOUBLE, "idle-sleep", 0, &c.idle_sleep_s, .fmin = 0, .fmax = 86400, .metavar = "SECS",

@@ -128,6 +128,11 @@ static const isa_need k_avx512vnni[] = {NEED(avx2, "AVX2"),           NEED(fma, 
                                         NEED(avx512f, "AVX512F"),     NEED(avx512bw, "AVX512BW"),
                                         NEED(avx512vl, "AVX512VL"),   NEED(avx512dq, "AVX512DQ"),
                                         NEED(avx512vnni, "AVX512_VNNI"), {NULL, 0}};
+static const isa_need k_avx512bf16[] = {NEED(avx2, "AVX2"),           NEED(fma, "FMA"),
+                                        NEED(avx512f, "AVX512F"),     NEED(avx512bw, "AVX512BW"),
+                                        NEED(avx512vl, "AVX512VL"),   NEED(avx512dq, "AVX512DQ"),
+                                        NEED(avx512vnni, "AVX512_VNNI"), NEED(avx512bf16, "AVX512_BF16"),
+                                        {NULL, 0}};
 #undef NEED
 
 static const isa_need *isa_needs(donto_isa s) {
@@ -136,6 +141,7 @@ static const isa_need *isa_needs(donto_isa s) {
     case DONTO_ISA_AVXVNNI: return k_avxvnni;
     case DONTO_ISA_AVX512: return k_avx512;
     case DONTO_ISA_AVX512VNNI: return k_avx512vnni;
+    case DONTO_ISA_AVX512BF16: return k_avx512bf16;
     default: return NULL; /* auto, portable: nothing */
     }
 }
@@ -182,9 +188,13 @@ donto_isa cpu_isa_best(void) {
 
 donto_isa cpu_isa_resolve(donto_isa s) { return s == DONTO_ISA_AUTO ? cpu_isa_best() : s; }
 
-int cpu_isa_zmm(donto_isa s) { return s == DONTO_ISA_AVX512 || s == DONTO_ISA_AVX512VNNI; }
+int cpu_isa_zmm(donto_isa s) { return s == DONTO_ISA_AVX512 || s == DONTO_ISA_AVX512VNNI || s == DONTO_ISA_AVX512BF16; }
 
-int cpu_isa_vnni(donto_isa s) { return s == DONTO_ISA_AVXVNNI || s == DONTO_ISA_AVX512VNNI; }
+int cpu_isa_vnni(donto_isa s) {
+    return s == DONTO_ISA_AVXVNNI || s == DONTO_ISA_AVX512VNNI || s == DONTO_ISA_AVX512BF16;
+}
+
+int cpu_isa_bf16(donto_isa s) { return s == DONTO_ISA_AVX512BF16; }
 
 donto_isa cpu_isa_runnable(donto_isa s) {
     s = cpu_isa_resolve(s);

@@ -10,7 +10,8 @@
  * usable. Everything a flag below says is safe to execute.
  *
  * A kernel set (donto_isa) is a rung on one ladder, in the order of
- * donto_isa: portable < avx2 < avxvnni < avx512 < avx512vnni. "auto" takes
+ * donto_isa: portable < avx2 < avxvnni < avx512 < avx512vnni < avx512bf16
+ * (avx512bf16 adds the bf16 GEMM; its other kernels are avx512vnni's). "auto" takes
  * the highest rung the CPU supports; a forced set the CPU lacks is refused
  * (cpu_isa_missing says why).
  */
@@ -42,10 +43,12 @@ donto_isa cpu_isa_resolve(donto_isa s);
  * lacks s (never an illegal instruction). */
 donto_isa cpu_isa_runnable(donto_isa s);
 /* What a set's kernels are made of (s as given; resolve it first for
- * DONTO_ISA_AUTO): zmm registers (avx512, avx512vnni), VNNI's vpdpwssd /
- * vpdpbusd (avxvnni, avx512vnni). */
+ * DONTO_ISA_AUTO): zmm registers (avx512, avx512vnni, avx512bf16), VNNI's vpdpwssd /
+ * vpdpbusd (avxvnni, avx512vnni, avx512bf16). */
 int cpu_isa_zmm(donto_isa s);
 int cpu_isa_vnni(donto_isa s);
+/* vdpbf16ps (avx512bf16) */
+int cpu_isa_bf16(donto_isa s);
 /* The features s needs that this CPU lacks, comma-separated ("" when none). */
 void cpu_isa_missing(donto_isa s, char *buf, size_t n);
 /* The features this CPU has, space-separated ("avx avx2 fma ..."; "none"). */

@@ -119,6 +119,7 @@ const char *const donto_isa_names[] = {[DONTO_ISA_AUTO] = "auto",
                                        [DONTO_ISA_AVXVNNI] = "avxvnni",
                                        [DONTO_ISA_AVX512] = "avx512",
                                        [DONTO_ISA_AVX512VNNI] = "avx512vnni",
+                                       [DONTO_ISA_AVX512BF16] = "avx512bf16",
                                        NULL};
 
 int donto_isa_parse(const char *s) { return name_index(donto_isa_names, s); }
@@ -204,8 +205,8 @@ void donto_encoder_kernels_get(const donto_encoder *e, donto_encoder_kernels *ou
         snprintf(out->gemm, sizeof out->gemm, "%s", bert_quant_kernel_name(e->quant));
         snprintf(what, sizeof what, "GEMM %s, %s", out->gemm, attn);
     } else if (e->bf16) {
-        snprintf(out->gemm, sizeof out->gemm, "bf16 values, openblas sgemm");
-        snprintf(what, sizeof what, "GEMM bf16 values on openblas sgemm, %s", attn);
+        snprintf(out->gemm, sizeof out->gemm, "%s", bert_bf16_kernel_name(e->bf16));
+        snprintf(what, sizeof what, "GEMM %s, %s", out->gemm, attn);
     } else if (e->fp32p) {
         snprintf(out->gemm, sizeof out->gemm, "%s", bert_fp32p_kernel_name(e->fp32p));
         snprintf(what, sizeof what, "fp32 GEMM %s, %s", out->gemm, attn);
@@ -509,11 +510,11 @@ int donto_encoder_open(const char *dir, const donto_encoder_opts *opts, donto_en
             DLOG_WARN("precision %s on the portable kernel set (plain C) is much slower than fp32 "
                       "(OpenBLAS): use --precision fp32 on this CPU", donto_precision_name(e->o.precision));
     } else if (e->o.precision == DONTO_PREC_BF16 && e->o.device == DONTO_DEVICE_CPU) {
-        if (bert_bf16_init(&e->bf16, e->w, err)) goto fail;
+        if (bert_bf16_init(&e->bf16, e->w, e->isa, err)) goto fail;
         bert_bf16_ops(&e->ops, e->bf16);
         e->ops.isa = e->isa;
-        DLOG_INFO("precision bf16 on the CPU: bf16 arithmetic on fp32 units (exact products, fp32 sums): "
-                  "bf16's accuracy at fp32's speed; no native bf16 kernel yet (docs/engine.md)");
+        DLOG_INFO("precision bf16 on kernel set %s: GEMM %s (%s)", donto_isa_name(e->isa),
+                  bert_bf16_kernel_name(e->bf16), bert_bf16_why(e->bf16));
     } else if (e->o.device == DONTO_DEVICE_CPU && fp32_packed_wanted(e->isa)) {
         if (bert_fp32p_init(&e->fp32p, e->w, e->isa, err)) goto fail;
         bert_fp32p_ops(&e->ops, e->fp32p);

@@ -797,6 +797,7 @@ static void qg_gemm(const float *X, int m, int k, int ldx, const donto_qweight *
             if (simd) {
                 const int p0 = tj * QG_NTP, p1 = p0 + QG_NTP < npanels ? p0 + QG_NTP : npanels;
                 switch (isa) {
+                case DONTO_ISA_AVX512BF16:
                 case DONTO_ISA_AVX512VNNI:
                     qg_tile_zmm(qgz_blocks_vnni, A, lda, sx, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
                     break;
@@ -836,6 +837,7 @@ void donto_qgemm_portable(const float *X, int m, int k, int ldx, const donto_qwe
 
 const char *donto_qgemm_kernel_name(donto_isa isa) {
     switch (cpu_isa_runnable(isa)) {
+    case DONTO_ISA_AVX512BF16:
     case DONTO_ISA_AVX512VNNI: return "int16 vpdpwssd zmm 8x32";
     case DONTO_ISA_AVX512: return "int16 vpmaddwd zmm 8x32";
     case DONTO_ISA_AVXVNNI: return "int16 vpdpwssd ymm 6x16";

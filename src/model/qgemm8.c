@@ -673,7 +673,7 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
             const int p0 = simd ? tj * Q8_NTP : 0;
             const int p1 = simd && p0 + Q8_NTP < npanels ? p0 + Q8_NTP : npanels;
 #ifdef Q8_X86
-            if (isa == DONTO_ISA_AVX512VNNI)
+            if (cpu_isa_zmm(isa) && cpu_isa_vnni(isa))
                 q8_tile_zmm(X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
             else if (simd)
                 q8_tile_ymm(blocks, X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
@@ -687,6 +687,7 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
 
 const char *donto_qgemm8_kernel_name(donto_isa isa) {
     switch (cpu_isa_runnable(isa)) {
+    case DONTO_ISA_AVX512BF16:
     case DONTO_ISA_AVX512VNNI: return "int8 u8 vpdpbusd zmm 8x32";
     case DONTO_ISA_AVXVNNI: return "int8 u8 vpdpbusd ymm 6x16";
     case DONTO_ISA_AVX512:
