@@ -56,6 +56,14 @@
  *   int8/N    ours, donto_qgemm8_grid (u7) with the nout outlier channels (as the
  *             encoder runs it), quantization and epilogue inside.
  *   int8/0    the same with no outlier channels.
+ *   d-bf16mm  oneDNN bf16 matmul primitive (bf16 src and weights, f32 bias
+ *             and dst), weights rounded to bf16 and reordered ONCE; timed:
+ *             rounding X to bf16 (vcvtne2ps2bf16 where the CPU has it) and
+ *             execute + wait. "-" where oneDNN has no bf16 matmul for the CPU.
+ *   bf16      ours, donto_bgemm_isa (vdpbf16ps; rounding X inside); "-" on a
+ *             CPU without AVX-512 BF16 (there it is a plain C reference).
+ *   fp32p     ours, donto_fgemm_isa: the packed fp32 GEMM --precision fp32
+ *             runs on every SIMD set.
  *
  * u7 (0..127) rather than u8 for oneDNN: dnnl.h warns that u8 x s8 may
  * saturate in intermediate computations on some CPUs (AVX2 without VNNI has
@@ -85,6 +93,8 @@
 #include "bench_util.h"
 #include "cpu_isa.h"
 #include "donto/util.h"
+#include "bgemm.h"
+#include "fgemm.h"
 #include "qgemm.h"
 
 #define CK(call)                                                                                                       \
@@ -304,14 +314,22 @@ static void layout_str(const dnnl_memory_desc_t *md, char *buf, size_t len) {
 /* A matmul primitive with weights md "any"; W_user (K x N, tag ba: W [n][k]
  * row-major) reordered once into its layout; returns the primitive, the
  * reordered weights memory, and its impl / layout names. */
-static dnnl_primitive_t make_matmul(const dnnl_memory_desc_t *src, dnnl_data_type_t wdt, const dnnl_memory_desc_t *bias,
-                                    const dnnl_memory_desc_t *dst, const_dnnl_primitive_attr_t attr, void *W_user,
-                                    int n, int k, dnnl_memory_t *wmem, char *impl, char *lay, size_t len) {
+static dnnl_primitive_t make_matmul_soft(const dnnl_memory_desc_t *src, dnnl_data_type_t wdt,
+                                         const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *dst,
+                                         const_dnnl_primitive_attr_t attr, void *W_user, int n, int k,
+                                         dnnl_memory_t *wmem, char *impl, char *lay, size_t len, int soft) {
     dnnl_memory_desc_t wany = md2(k, n, wdt, dnnl_format_tag_any), wuser = md2(k, n, wdt, dnnl_ba);
     dnnl_matmul_desc_t d;
     CK(dnnl_matmul_desc_init(&d, src, &wany, bias, dst));
     dnnl_primitive_desc_t pd;
-    CK(dnnl_primitive_desc_create(&pd, &d, attr, eng, NULL));
+    const dnnl_status_t st = dnnl_primitive_desc_create(&pd, &d, attr, eng, NULL);
+    if (st != dnnl_success && soft) { /* e.g. no bf16 matmul for this CPU */
+        snprintf(impl, len, "unimplemented (%d)", (int)st);
+        snprintf(lay, len, "-");
+        *wmem = NULL;
+        return NULL;
+    }
+    CK(st);
     const char *s = NULL;
     CK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s));
     snprintf(impl, len, "%s", s);
@@ -335,6 +353,31 @@ static dnnl_primitive_t make_matmul(const dnnl_memory_desc_t *src, dnnl_data_typ
     return p;
 }
 
+static dnnl_primitive_t make_matmul(const dnnl_memory_desc_t *src, dnnl_data_type_t wdt, const dnnl_memory_desc_t *bias,
+                                    const dnnl_memory_desc_t *dst, const_dnnl_primitive_attr_t attr, void *W_user,
+                                    int n, int k, dnnl_memory_t *wmem, char *impl, char *lay, size_t len) {
+    return make_matmul_soft(src, wdt, bias, dst, attr, W_user, n, k, wmem, impl, lay, len, 0);
+}
+
+/* X (cnt floats) to bf16 bits: vcvtne2ps2bf16 where the CPU has it, else
+ * the same rounding in C (donto_bf16_from_f32). */
+__attribute__((target("avx512f,avx512bf16"))) static void to_bf16_zmm(const float *x, size_t cnt, uint16_t *o) {
+    size_t i = 0;
+    for (; i + 32 <= cnt; i += 32)
+        _mm512_storeu_si512((void *)(o + i),
+                            (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
+    for (; i < cnt; i++)
+        o[i] = donto_bf16_from_f32(x[i]);
+}
+static void to_bf16(const float *x, size_t cnt, uint16_t *o, int native) {
+    if (native) {
+        to_bf16_zmm(x, cnt, o);
+        return;
+    }
+    for (size_t i = 0; i < cnt; i++)
+        o[i] = donto_bf16_from_f32(x[i]);
+}
+
 static void cpu_model(char *buf, size_t len) {
     snprintf(buf, len, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -353,9 +396,9 @@ static void cpu_model(char *buf, size_t len) {
     fclose(f);
 }
 
-enum { P_SGEMM, P_SGEMMT, P_DSGEMM, P_DF32MM, P_DU8GEMM, P_DI8MM, P_Q16, P_Q8, P_Q80, NP };
-static const char *pname[NP] = {"sgemm",  "sgemm-kn", "d-sgemm", "d-f32mm", "d-u8gemm",
-                                "d-i8mm", "int16",    "int8/N",  "int8/0"};
+enum { P_SGEMM, P_SGEMMT, P_DSGEMM, P_DF32MM, P_DU8GEMM, P_DI8MM, P_Q16, P_Q8, P_Q80, P_DBF16MM, P_BF16, P_F32P, NP };
+static const char *pname[NP] = {"sgemm",  "sgemm-kn", "d-sgemm", "d-f32mm", "d-u8gemm", "d-i8mm",
+                                "int16",  "int8/N",   "int8/0",  "d-bf16mm", "bf16",    "fp32p"};
 
 int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
@@ -406,6 +449,9 @@ int main(int argc, char **argv) {
     int32_t *zp = donto_aligned_alloc(sizeof(int32_t) * mmax), zp_common = 0;
     size_t ss = donto_qgemm_scratch_size(mmax, kmax), s8 = donto_qgemm8_scratch_size(mmax, kmax);
     void *scratch = donto_aligned_alloc(ss > s8 ? ss : s8);
+    void *bscratch = donto_aligned_alloc(donto_bgemm_scratch(mmax, kmax));
+    uint16_t *Xb16 = donto_aligned_alloc(sizeof(uint16_t) * mmax * kmax), *Wb16 = donto_aligned_alloc(sizeof(uint16_t) * nmax * kmax);
+    const int bnative = donto_bgemm_native(DONTO_ISA_AUTO);
 
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
@@ -413,16 +459,19 @@ int main(int argc, char **argv) {
     printf("CPU: %s\n", cpu);
     printf("oneDNN %d.%d.%d (%s), effective ISA: %s; OpenMP threads %d, OpenBLAS threads 1\n", ver->major, ver->minor,
            ver->patch, ver->hash, dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa()), omp_get_max_threads());
-    printf("ours: %s | %s\n", donto_qgemm_kernel_name(DONTO_ISA_AUTO), donto_qgemm8_kernel_name(DONTO_ISA_AUTO));
+    printf("ours: %s | %s | %s | %s\n", donto_qgemm_kernel_name(DONTO_ISA_AUTO), donto_qgemm8_kernel_name(DONTO_ISA_AUTO),
+           bnative ? donto_bgemm_kernel_name(DONTO_ISA_AUTO) : "bf16: no AVX-512 BF16, not run",
+           donto_fgemm_kernel_name(DONTO_ISA_AUTO));
     printf("one thread, CPU time per GEMM (min of %d reps, interleaved), us; int8/N and the oneDNN int8 paths "
            "keep %d outlier channels in fp32\n",
            reps, nout);
-    printf("%-8s %4s %5s %5s | %7s %8s %7s %7s | %8s %6s %7s %6s | %7s %7s %7s\n", "shape", "m", "n", "k", "sgemm",
-           "sgemm-kn", "d-sgemm", "d-f32mm", "d-u8gemm", "(lib)", "d-i8mm", "(lib)", "int16", "int8/N", "int8/0");
+    printf("%-8s %4s %5s %5s | %7s %8s %7s %7s | %8s %6s %7s %6s | %7s %7s %7s | %8s %7s %7s\n", "shape", "m", "n",
+           "k", "sgemm", "sgemm-kn", "d-sgemm", "d-f32mm", "d-u8gemm", "(lib)", "d-i8mm", "(lib)", "int16", "int8/N",
+           "int8/0", "d-bf16mm", "bf16", "fp32p");
 
     static double errs[32][NP], procr[32][NP];
     long rejected = 0;
-    static char impl[32][2][128], lay[32][2][128];
+    static char impl[32][3][128], lay[32][3][128];
     int row = 0;
     for (int si = 0; si < BENCH_BERT_NSHAPES; si++) {
         const int n = bench_bert_shapes[si].n, k = bench_bert_shapes[si].k;
@@ -443,6 +492,12 @@ int main(int argc, char **argv) {
             return 1;
         q8w qd;
         q8w_init(&qd, W, n, k, out, nout);
+        donto_bweight bw;
+        donto_fweight fw;
+        if (donto_bweight_init(&bw, W, n, k, NULL) || donto_fweight_init(&fw, W, n, k, NULL))
+            return 1;
+        for (size_t e = 0; e < (size_t)n * k; e++)
+            Wb16[e] = donto_bf16_from_f32(W[e]);
         for (int mi = 0; mi < nm; mi++, row++) {
             const int m = ms[mi];
             bench_gen_x(X, m, k);
@@ -473,6 +528,14 @@ int main(int argc, char **argv) {
             dnnl_memory_t w8;
             dnnl_primitive_t mm8 =
                 make_matmul(&s8d, dnnl_s8, NULL, &d8, at, qd.wq, n, k, &w8, impl[row][1], lay[row][1], 128);
+            /* bf16 matmul: bf16 src and weights (reordered once), f32 bias and dst */
+            dnnl_memory_desc_t sb = md2(m, k, dnnl_bf16, dnnl_ab), db = md2(m, n, dnnl_f32, dnnl_ab);
+            dnnl_memory_t wb;
+            dnnl_primitive_t mmb = make_matmul_soft(&sb, dnnl_bf16, &bf, &db, NULL, Wb16, n, k, &wb, impl[row][2],
+                                                    lay[row][2], 128, 1);
+            dnnl_memory_t msb = mem(&sb, Xb16), mbb = mem(&bf, bias), mdb = mem(&db, Y[P_DBF16MM]);
+            dnnl_exec_arg_t ab[4] = {
+                {DNNL_ARG_SRC, msb}, {DNNL_ARG_WEIGHTS, wb}, {DNNL_ARG_BIAS, mbb}, {DNNL_ARG_DST, mdb}};
             dnnl_memory_desc_t scd, zpd;
             const dnnl_dims_t dn = {n}, d1 = {1};
             CK(dnnl_memory_desc_init_by_tag(&scd, 1, dn, dnnl_f32, dnnl_a));
@@ -491,6 +554,8 @@ int main(int argc, char **argv) {
             const int32_t co0 = 0;
             for (int r = 0; r < reps; r++)
                 for (int p = 0; p < NP; p++) {
+                    if ((p == P_DBF16MM && !mmb) || (p == P_BF16 && !bnative))
+                        continue;
                     double t0 = bench_cpu_now(CLOCK_THREAD_CPUTIME_ID), p0 = bench_cpu_now(CLOCK_PROCESS_CPUTIME_ID), tl = 0;
                     switch (p) {
                     case P_SGEMM:
@@ -554,6 +619,17 @@ int main(int argc, char **argv) {
                     case P_Q80:
                         donto_qgemm8_grid(X, m, k, k, &q80, bias, Y[p], n, scratch, 1, DONTO_ISA_AUTO, XMAX);
                         break;
+                    case P_DBF16MM:
+                        to_bf16(X, (size_t)m * k, Xb16, bnative);
+                        CK(dnnl_primitive_execute(mmb, strm, 4, ab));
+                        CK(dnnl_stream_wait(strm));
+                        break;
+                    case P_BF16:
+                        donto_bgemm_isa(X, m, k, &bw, bias, Y[p], n, bscratch, DONTO_ISA_AUTO);
+                        break;
+                    case P_F32P:
+                        donto_fgemm_isa(X, m, k, &fw, bias, Y[p], n, DONTO_ISA_AUTO);
+                        break;
                     }
                     const double dt = bench_cpu_now(CLOCK_THREAD_CPUTIME_ID) - t0, pdt = bench_cpu_now(CLOCK_PROCESS_CPUTIME_ID) - p0;
                     /* A call whose process CPU exceeds its thread CPU ran
@@ -571,25 +647,38 @@ int main(int argc, char **argv) {
                         lib[1] = tl;
                 }
             for (int p = 0; p < NP; p++) {
-                errs[row][p] = rel_err(Y[p], R, (size_t)m * n);
-                procr[row][p] = pbest[p] / best[p];
+                const int ran = best[p] < 1e29;
+                errs[row][p] = ran ? rel_err(Y[p], R, (size_t)m * n) : NAN;
+                procr[row][p] = ran ? pbest[p] / best[p] : 0;
             }
-            printf("%-8s %4d %5d %5d | %7.1f %8.1f %7.1f %7.1f | %8.1f %6.1f %7.1f %6.1f | %7.1f %7.1f %7.1f\n",
+            char tb[3][16];
+            const int late[3] = {P_DBF16MM, P_BF16, P_F32P};
+            for (int q = 0; q < 3; q++) {
+                if (best[late[q]] < 1e29) snprintf(tb[q], sizeof tb[q], "%.1f", best[late[q]] * 1e6);
+                else snprintf(tb[q], sizeof tb[q], "-");
+            }
+            printf("%-8s %4d %5d %5d | %7.1f %8.1f %7.1f %7.1f | %8.1f %6.1f %7.1f %6.1f | %7.1f %7.1f %7.1f | %8s %7s "
+                   "%7s\n",
                    bench_bert_shapes[si].name, m, n, k, best[P_SGEMM] * 1e6, best[P_SGEMMT] * 1e6, best[P_DSGEMM] * 1e6,
                    best[P_DF32MM] * 1e6, best[P_DU8GEMM] * 1e6, lib[0] * 1e6, best[P_DI8MM] * 1e6, lib[1] * 1e6,
-                   best[P_Q16] * 1e6, best[P_Q8] * 1e6, best[P_Q80] * 1e6);
+                   best[P_Q16] * 1e6, best[P_Q8] * 1e6, best[P_Q80] * 1e6, tb[0], tb[1], tb[2]);
             fflush(stdout);
             dnnl_primitive_destroy(mmf);
             dnnl_primitive_destroy(mm8);
+            if (mmb)
+                dnnl_primitive_destroy(mmb);
             dnnl_primitive_attr_destroy(at);
-            dnnl_memory_t ms[] = {wf, msf, mbf, mdf, w8, ms8, md8, msc, mzp};
+            dnnl_memory_t ms[] = {wf, msf, mbf, mdf, w8, ms8, md8, msc, mzp, wb, msb, mbb, mdb};
             for (size_t e = 0; e < sizeof ms / sizeof *ms; e++)
-                dnnl_memory_destroy(ms[e]);
+                if (ms[e])
+                    dnnl_memory_destroy(ms[e]);
         }
         donto_qweight_free(&q16);
         donto_qweight8_free(&q8);
         donto_qweight8_free(&q80);
         q8w_free(&qd);
+        donto_bweight_free(&bw);
+        donto_fweight_free(&fw);
     }
 
     printf("\nrelative error vs a double-precision product (same fp32 X, W, bias)\n");
@@ -605,8 +694,8 @@ int main(int argc, char **argv) {
     }
     printf("\noneDNN matmul implementations and weight layouts (K x N weights)\n");
     for (int r = 0; r < row; r++)
-        printf("%-8s %4d | f32: %-14s %-28s | int8: %-14s %s\n", bench_bert_shapes[r / nm].name, ms[r % nm], impl[r][0], lay[r][0],
-               impl[r][1], lay[r][1]);
+        printf("%-8s %4d | f32: %-14s %-28s | int8: %-14s %-28s | bf16: %-14s %s\n", bench_bert_shapes[r / nm].name,
+               ms[r % nm], impl[r][0], lay[r][0], impl[r][1], lay[r][1], impl[r][2], lay[r][2]);
     /* Thread CPU time would hide work handed to other threads: in the call
      * that gave each minimum, process CPU over thread CPU must be ~1. */
     double worst = 0;

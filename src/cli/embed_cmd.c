@@ -359,7 +359,7 @@ int donto_embed_cmd(int argc, char **argv) {
         {DONTO_OPT_CHOICE, "precision", 0, &prec, .choices = donto_precision_names, .metavar = "P",
          .help = "fp32 (default, reference) | int16 (CPU fast path) | int8 (CPU, experimental:\n"
                  "under the 0.999 cosine gate on some texts) | bf16 (GPU; on the CPU: bf16\n"
-                 "accuracy, fp32 speed)"},
+                 "accuracy; vdpbf16ps only where it beats the fp32 kernel)"},
         {DONTO_OPT_CHOICE, "device", 0, &dev, .choices = donto_device_names, .metavar = "D",
          .help = "cpu (default) | cuda (needs a -DDONTO_CUDA=ON build; default\n"
                  "precision there bf16, fp32 for parity checks)"},
