@@ -19,32 +19,21 @@
 #include "bench_util.h"
 #include "cpu_isa.h"
 
-#define RATE_BODY(INSN)                                                                                          \
-    __asm__ volatile(".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,30,31\n\t"                                   \
-                     "vpxord %%zmm\\r, %%zmm\\r, %%zmm\\r\n\t"                                                      \
-                     ".endr\n\t"                                                                                 \
-                     "1:\n\t"                                                                                    \
-                     ".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n\t" INSN " %%zmm30, %%zmm31, %%zmm\\r\n\t"  \
-                     ".endr\n\t"                                                                                 \
-                     "dec %0\n\t"                                                                                \
+/* One timed loop: ZEROS once, then n iterations of BODY (16 instructions). */
+#define RATE_ASM(ZEROS, BODY)                                                                                    \
+    __asm__ volatile(ZEROS "1:\n\t" BODY "dec %0\n\t"                                                             \
                      "jnz 1b\n\t"                                                                                \
                      : "+r"(it)                                                                                  \
                      :                                                                                           \
                      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
                        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc")
-#define YRATE_BODY(INSN)                                                                                         \
-    __asm__ volatile(".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n\t"                                         \
-                     "vpxor %%ymm\\r, %%ymm\\r, %%ymm\\r\n\t"                                                       \
-                     ".endr\n\t"                                                                                 \
-                     "1:\n\t"                                                                                    \
-                     ".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,0,1\n\t" INSN " %%ymm14, %%ymm15, %%ymm\\r\n\t"      \
-                     ".endr\n\t"                                                                                 \
-                     "dec %0\n\t"                                                                                \
-                     "jnz 1b\n\t"                                                                                \
-                     : "+r"(it)                                                                                  \
-                     :                                                                                           \
-                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
-                       "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc")
+#define ZMM_ZEROS                                                                                                \
+    ".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,30,31\n\tvpxord %%zmm\\r, %%zmm\\r, %%zmm\\r\n\t.endr\n\t"
+#define ZMM_BODY(INSN) ".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n\t" INSN " %%zmm30, %%zmm31, %%zmm\\r\n\t.endr\n\t"
+#define YMM_ZEROS ".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n\tvpxor %%ymm\\r, %%ymm\\r, %%ymm\\r\n\t.endr\n\t"
+#define YMM_BODY(INSN) ".irp r,0,1,2,3,4,5,6,7,8,9,10,11,12,13,0,1\n\t" INSN " %%ymm14, %%ymm15, %%ymm\\r\n\t.endr\n\t"
+#define RATE_BODY(INSN) RATE_ASM(ZMM_ZEROS, ZMM_BODY(INSN))
+#define YRATE_BODY(INSN) RATE_ASM(YMM_ZEROS, YMM_BODY(INSN))
 
 /* n x 16 instructions; each function one instruction (16 accumulators, the
  * sources registers 30/31; on ymm, where AVX2 has 16 registers, the sources

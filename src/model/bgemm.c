@@ -145,8 +145,8 @@ BG_BF16 static void bg_round_rows_zmm(const float *X, int m, int k, size_t ldx, 
         uint32_t *a = A + (size_t)i * lda;
         for (int c = 0; c < k; c += 32) {
             const int left = k - c;
-            const __mmask16 mlo = (__mmask16)(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
-            const __mmask16 mhi = (__mmask16)(left >= 32 ? 0xFFFFu : left > 16 ? (1u << (left - 16)) - 1u : 0u);
+            const __mmask16 mlo = ktile_mask16(left);
+            const __mmask16 mhi = ktile_mask16(left - 16);
             const __m512 lo = _mm512_maskz_loadu_ps(mlo, x + c), hi = _mm512_maskz_loadu_ps(mhi, x + c + 16);
             _mm512_storeu_si512((void *)(a + c / 2), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
         }
@@ -233,8 +233,8 @@ BG_BF16 static void bg_zmm(const uint32_t *A, size_t lda, int m, const donto_bwe
             const uint32_t *bp = W->packed + (size_t)p * pstride + (size_t)k0 * BG_NR;
             const int j0 = p * BG_NR, nc = W->n - j0 < np * BG_NR ? W->n - j0 : np * BG_NR;
             const int n0 = nc < BG_NR ? nc : BG_NR, n1 = nc - n0; /* columns in each panel */
-            const __mmask16 m0 = (__mmask16)(n0 == BG_NR ? 0xFFFFu : (1u << n0) - 1u);
-            const __mmask16 m1 = (__mmask16)(n1 >= BG_NR ? 0xFFFFu : (1u << n1) - 1u);
+            const __mmask16 m0 = ktile_mask16(n0);
+            const __mmask16 m1 = ktile_mask16(n1);
             const float *init = bias ? bias + j0 : NULL;
             for (int i = 0; i < m; i += BG_MR) {
                 const int mr = m - i < BG_MR ? m - i : BG_MR;

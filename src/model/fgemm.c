@@ -298,8 +298,8 @@ FG_AVX512 static void fg_avx512(const float *X, int m, int ldx, const donto_fwei
             const float *bp = W->packed + (size_t)p * pstride + (size_t)k0 * FG_NR;
             const int j0 = p * FG_NR, nc = W->n - j0 < np * FG_NR ? W->n - j0 : np * FG_NR;
             const int n0 = nc < FG_NR ? nc : FG_NR, n1 = nc - n0; /* columns in each panel */
-            const __mmask16 m0 = (__mmask16)(n0 == FG_NR ? 0xFFFFu : (1u << n0) - 1u);
-            const __mmask16 m1 = (__mmask16)(n1 >= FG_NR ? 0xFFFFu : (1u << n1) - 1u);
+            const __mmask16 m0 = ktile_mask16(n0);
+            const __mmask16 m1 = ktile_mask16(n1);
             const float *init = bias ? bias + j0 : NULL;
             for (int i = 0; i < m; i += FGZ_MR) {
                 const int mr = m - i < FGZ_MR ? m - i : FGZ_MR;

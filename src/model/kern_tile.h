@@ -8,6 +8,8 @@
  *  - KTILE_TABLE_8X2: the dispatch table of the zmm kernels' tiles, 1 to 8
  *    rows x 1 or 2 panels of 16 columns, indexed [rows][panels] (row 0 and
  *    panel 0 empty); F_R_N is the function for R rows and N panels.
+ *  - ktile_mask16: the lane mask (__mmask16 bits) of a 16-lane vector
+ *    holding the first n of its lanes (n <= 0: none, n >= 16: all).
  */
 #ifndef DONTO_MODEL_KERN_TILE_H
 #define DONTO_MODEL_KERN_TILE_H
@@ -25,5 +27,9 @@
 #define KTILE_TABLE_8X2(F)                                                                            \
     {{NULL, NULL, NULL}, KTILE_ROW_(F, 1), KTILE_ROW_(F, 2), KTILE_ROW_(F, 3), KTILE_ROW_(F, 4), \
      KTILE_ROW_(F, 5),   KTILE_ROW_(F, 6), KTILE_ROW_(F, 7), KTILE_ROW_(F, 8)}
+
+static inline unsigned short ktile_mask16(int n) {
+    return (unsigned short)(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1u);
+}
 
 #endif

@@ -604,7 +604,7 @@ QG_AVX512 static inline __attribute__((always_inline)) void qgz_store(const int 
                                                                       size_t ldy) {
     for (int q = 0; q < NP; q++) {
         const int nq = ncols - q * QG_NR >= QG_NR ? QG_NR : ncols - q * QG_NR; /* >= 1 */
-        const __mmask16 m = (__mmask16)(nq == QG_NR ? 0xFFFFu : (1u << nq) - 1u);
+        const __mmask16 m = ktile_mask16(nq);
         const __m512 swq = _mm512_load_ps(sw + q * QG_NR);
         const __m512 bq = bias ? _mm512_maskz_loadu_ps(m, bias + q * QG_NR) : _mm512_setzero_ps();
         for (int i = 0; i < MR; i++) {

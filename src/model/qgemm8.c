@@ -568,7 +568,7 @@ Q8_AVX512VNNI static inline __attribute__((always_inline)) void q8z_store_rows(
     const size_t npad = (size_t)W->npanels * Q8_NR;
     for (int q = 0; q < NP; q++) {
         const int nq = ncols - q * Q8_NR >= Q8_NR ? Q8_NR : ncols - q * Q8_NR; /* >= 1 */
-        const __mmask16 m = (__mmask16)(nq == Q8_NR ? 0xFFFFu : (1u << nq) - 1u);
+        const __mmask16 m = ktile_mask16(nq);
         const __m512 swq = _mm512_loadu_ps(sw + q * Q8_NR);
         const __m512i csq = _mm512_loadu_si512((const void *)(colsum + q * Q8_NR));
         const __m512 bq = bias ? _mm512_maskz_loadu_ps(m, bias + q * Q8_NR) : _mm512_setzero_ps();
