@@ -13,6 +13,7 @@
 #include "donto/model.h"
 #include "bert_cpu.h"
 #include "bf16.h"
+#include "bgemm.h"
 #include "cpu_isa.h"
 #include "qgemm.h"
 #include "tinybert.h"
@@ -253,6 +254,53 @@ static void test_encoder(void) {
  * the same bits as each other (the same AVX2 loops; int16 and int8 GEMMs
  * bit-identical by construction), portable agrees to rounding; a set the
  * CPU lacks is refused at open with what it needs and what the CPU has. */
+/* What bf16 runs its GEMMs on (bf16.c): the name encode --stats reports for
+ * kernel set s with DONTO_BF16_GEMM set to env (NULL: unset). */
+static void bf16_gemm_name(const char *d, donto_isa s, const char *env, char *out, size_t len) {
+    if (env) setenv("DONTO_BF16_GEMM", env, 1);
+    donto_encoder_opts o;
+    donto_encoder_default_opts(&o);
+    o.threads = 1, o.precision = DONTO_PREC_BF16, o.isa = s;
+    donto_err err = {0};
+    donto_encoder *enc = NULL;
+    snprintf(out, len, "(open failed)");
+    CHECK(donto_encoder_open(d, &o, &enc, &err) == 0, "open bf16 on %s: %s", donto_isa_name(s), err.msg);
+    if (env) unsetenv("DONTO_BF16_GEMM");
+    if (!enc) return;
+    donto_encoder_kernels k;
+    donto_encoder_kernels_get(enc, &k);
+    snprintf(out, len, "%s", k.gemm);
+    donto_encoder_close(enc);
+}
+
+/* The choice: OpenBLAS on portable, the packed fp32 GEMM on the other sets
+ * without vdpbf16ps, on avx512bf16 the kernel only where the probe finds it
+ * at most 1.5x an FMA's time; DONTO_BF16_GEMM=fp32 / native override it
+ * (native falls back where the set lacks the kernel). */
+static void test_bf16_choice(const char *d) {
+    char g[160];
+    bf16_gemm_name(d, DONTO_ISA_PORTABLE, NULL, g, sizeof g);
+    CHECK_STR_CONTAINS(g, "bf16 values, openblas sgemm");
+    bf16_gemm_name(d, DONTO_ISA_PORTABLE, "native", g, sizeof g);
+    CHECK_STR_CONTAINS(g, "bf16 values, openblas sgemm");
+    const donto_isa best = donto_isa_best();
+    if (best == DONTO_ISA_PORTABLE) {
+        printf("SKIP bf16 on the packed fp32 GEMM: no SIMD kernel set here\n");
+        return;
+    }
+    bf16_gemm_name(d, best, "fp32", g, sizeof g);
+    CHECK_STR_CONTAINS(g, "bf16 values, fp32 fma");
+    bf16_gemm_name(d, best, NULL, g, sizeof g);
+    if (!cpu_isa_bf16(best)) {
+        CHECK_STR_CONTAINS(g, "bf16 values, fp32 fma");
+        printf("SKIP the bf16 probe's choice: CPU lacks the avx512bf16 kernel set\n");
+        return;
+    }
+    const double r = donto_bgemm_probe();
+    CHECK_STR_CONTAINS(g, r <= 1.5 ? "bf16 vdpbf16ps" : "bf16 values, fp32 fma zmm");
+    printf("bf16 on %s: %s (probe: vdpbf16ps %.2fx an FMA's time)\n", donto_isa_name(best), g, r);
+}
+
 /* bf16 on the vdpbf16ps kernel, forced (DONTO_BF16_GEMM=native; the
  * encoder takes it only where the probe says it pays): the same roundings
  * as portable's bf16 (ref) in another order of the sums. */
@@ -385,7 +433,10 @@ static void test_isa(void) {
         }
         printf("%s: %d SIMD sets bit-identical to the set before them\n", donto_precision_name((donto_precision)prec),
                same_bits);
-        if (prec == DONTO_PREC_BF16) test_bf16_native(d, texts, n, ref, H);
+        if (prec == DONTO_PREC_BF16) {
+            test_bf16_native(d, texts, n, ref, H);
+            test_bf16_choice(d);
+        }
         free(ref);
         free(simd);
     }
