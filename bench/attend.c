@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_blas.h"
 #include "bench_util.h"
 #include "bert_cpu.h"
 #include "cpu_isa.h"
@@ -28,6 +29,7 @@
 #include "donto/util.h"
 
 int main(int argc, char **argv) {
+    bench_blas_steer(argv);
     static const char usage[] = "bench_attend [reps 1..1000000, default 200]";
     const int reps = (int)bench_arg_num(argc, argv, 1, 200, 1, 1e6, usage);
     bench_args_at_most(argc, 1, usage);

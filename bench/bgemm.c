@@ -10,6 +10,8 @@
  *
  *   bench_bgemm [reps]        (default 200)
  *
+ * OpenBLAS is steered as donto-embed steers it (bench_blas.h).
+ *
  * Times are thread CPU time, the minimum over reps calls. Ratios are
  * "bf16 is Nx faster than". On a CPU without AVX-512 BF16 the bf16 column
  * is the plain C path: it says so, and the ratios are not the kernel's.
@@ -23,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_blas.h"
 #include "bench_util.h"
 #include "bert_cpu.h"
 #include "bf16.h"
@@ -33,6 +36,7 @@
 #include "qgemm.h"
 
 int main(int argc, char **argv) {
+    bench_blas_steer(argv);
     static const char usage[] = "bench_bgemm [reps 1..1000000, default 200]";
     const int reps = (int)bench_arg_num(argc, argv, 1, 200, 1, 1e6, usage);
     bench_args_at_most(argc, 1, usage);

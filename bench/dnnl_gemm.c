@@ -90,6 +90,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_blas.h"
 #include "bench_util.h"
 #include "cpu_isa.h"
 #include "donto/util.h"
@@ -401,6 +402,7 @@ static const char *pname[NP] = {"sgemm",  "sgemm-kn", "d-sgemm", "d-f32mm", "d-u
                                 "int16",  "int8/N",   "int8/0",  "d-bf16mm", "bf16",    "fp32p"};
 
 int main(int argc, char **argv) {
+    bench_blas_steer(argv);
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
     const int nout = argc > 2 ? atoi(argv[2]) : 8;
     int ms[8] = {16, 64, 256}, nm = 3, mmax = 256;

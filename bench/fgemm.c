@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_blas.h"
 #include "bench_util.h"
 #include "bert_cpu.h"
 #include "cpu_isa.h"
@@ -27,6 +28,7 @@
 #include "fgemm.h"
 
 int main(int argc, char **argv) {
+    bench_blas_steer(argv);
     static const char usage[] = "bench_fgemm [reps 1..1000000, default 200]";
     const int reps = (int)bench_arg_num(argc, argv, 1, 200, 1, 1e6, usage);
     bench_args_at_most(argc, 1, usage);

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_blas.h"
 #include "bench_util.h"
 #include "qgemm.h"
 #include "donto/util.h"
@@ -121,6 +122,7 @@ static double int8_scheme_err(const float *X, const float *W, const float *bias,
 }
 
 int main(int argc, char **argv) {
+    bench_blas_steer(argv);
     static const char usage[] = "bench_qgemm [seconds per measurement 0.01..60, default 0.6]";
     const double min_s = bench_arg_num(argc, argv, 1, 0.6, 0.01, 60, usage);
     bench_args_at_most(argc, 1, usage);

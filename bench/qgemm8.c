@@ -21,12 +21,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_blas.h"
 #include "bench_util.h"
 #include "cpu_isa.h"
 #include "donto/util.h"
 #include "qgemm.h"
 
 int main(int argc, char **argv) {
+    bench_blas_steer(argv);
     static const char usage[] = "bench_qgemm8 [reps 1..1000000, default 200] [outlier channels 0..32, default 8]";
     const int reps = (int)bench_arg_num(argc, argv, 1, 200, 1, 1e6, usage);
     const int nout = (int)bench_arg_num(argc, argv, 2, 8, 0, DONTO_QGEMM8_MAXOUT, usage);
