@@ -497,6 +497,27 @@ static void test_math(void) {
             else CHECK(u == want[i], "bf16 round %08x -> %08x, want %08x", in[i], u, want[i]);
         }
     }
+    /* the AVX2 rounding (bf16_round_f32_isa) gives the scalar bits on every
+     * pattern: random bits (every NaN, subnormal, infinity) and a tail */
+    if (donto_isa_supported(DONTO_ISA_AVX2)) {
+        enum { NB = 100003 };
+        static uint32_t ub[NB];
+        static float xs[NB], ya[NB], yb[NB];
+        uint64_t st = 0x9E3779B97F4A7C15ull;
+        for (int i = 0; i < NB; i++) {
+            st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+            ub[i] = (uint32_t)(st >> 32);
+            if (i % 7 == 0) ub[i] &= 0x807fffffu;      /* subnormals */
+            if (i % 11 == 0) ub[i] |= 0x7f800000u;     /* infinities and NaNs */
+            if (i % 13 == 0) ub[i] = (ub[i] & 0xffff0000u) | 0x8000u; /* ties */
+        }
+        memcpy(xs, ub, sizeof xs);
+        bf16_round_f32(ya, xs, NB);
+        bf16_round_f32_isa(yb, xs, NB, DONTO_ISA_AVX2);
+        CHECK(memcmp(ya, yb, sizeof ya) == 0, "bf16 rounding: AVX2 differs from scalar");
+    } else {
+        printf("SKIP bf16 rounding on avx2: CPU lacks it\n");
+    }
     /* GELU against double erf over [-10, 10]. */
     enum { N = 4003 };
     static float x[N];

@@ -54,6 +54,39 @@ void bf16_round_f32(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = donto_bf16_to_f32(donto_bf16_from_f32(src[i]));
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+/* The same rounding, 8 lanes at a time, in integer ops: NaN quiet, a
+ * subnormal to zero of its sign, else + 0x7fff + the lowest kept bit (ties
+ * to even), then the low half cleared. */
+__attribute__((target("avx2"))) static void bf16_round_avx2(float *dst, const float *src, size_t n) {
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i quiet = _mm256_set1_epi32(0x00400000), sign = _mm256_set1_epi32((int)0x80000000u);
+    const __m256i half = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1), hi = _mm256_set1_epi32((int)0xffff0000u);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(src + i));
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absm), inf);
+        const __m256i sub = _mm256_cmpeq_epi32(_mm256_and_si256(u, inf), _mm256_setzero_si256());
+        __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(half, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+        r = _mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), nan);
+        r = _mm256_blendv_epi8(r, _mm256_and_si256(u, sign), sub);
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_and_si256(r, hi));
+    }
+    bf16_round_f32(dst + i, src + i, n - i);
+}
+#endif
+
+void bf16_round_f32_isa(float *dst, const float *src, size_t n, donto_isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (cpu_isa_runnable(isa) >= DONTO_ISA_AVX2) {
+        bf16_round_avx2(dst, src, n);
+        return;
+    }
+#endif
+    bf16_round_f32(dst, src, n);
+}
+
 void bert_bf16_free(bert_bf16 *b) {
     if (!b) return;
     for (int l = 0; l < b->layers; l++)
@@ -161,7 +194,7 @@ static void b_gemm(const void *ctx, int l, int which, const float *X, int m, flo
         return;
     }
     float *xb = scratch;
-    bf16_round_f32(xb, X, (size_t)m * (size_t)k);
+    bf16_round_f32_isa(xb, X, (size_t)m * (size_t)k, b->isa);
     if (b->mode == BF16_PACKED) donto_fgemm_isa(xb, m, k, &b->fw[l][which], bias, Y, n, b->isa);
     else bert_sgemm_xwt(xb, m, b->w[l][which], n, k, bias, Y);
 }

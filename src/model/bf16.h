@@ -37,4 +37,7 @@ const char *bert_bf16_why(const bert_bf16 *b);
 /* dst[i] = src[i] rounded to bfloat16 as donto_bf16_from_f32 rounds (nearest,
  * ties to even, a subnormal to zero, as the hardware does), as fp32. */
 void bf16_round_f32(float *dst, const float *src, size_t n);
+/* The same, on kernel set isa (AVX2 integer ops on every SIMD set; the same
+ * bits). */
+void bf16_round_f32_isa(float *dst, const float *src, size_t n, donto_isa isa);
 #endif
