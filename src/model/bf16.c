@@ -109,11 +109,15 @@ static void bf16_choose(bert_bf16 *b) {
     const int native_ok = donto_bgemm_native(b->isa), simd = donto_fgemm_preferred(b->isa);
     const int fallback = simd ? BF16_PACKED : BF16_BLAS;
     if (env && !strcmp(env, "native")) {
-        b->mode = native_ok ? BF16_NATIVE : fallback;
-        snprintf(b->why, sizeof b->why, native_ok ? "DONTO_BF16_GEMM=native"
-                                                  : "DONTO_BF16_GEMM=native, but kernel set %s has no vdpbf16ps",
+        if (native_ok) {
+            b->mode = BF16_NATIVE;
+            snprintf(b->why, sizeof b->why, "DONTO_BF16_GEMM=native");
+            return;
+        }
+        b->mode = fallback;
+        snprintf(b->why, sizeof b->why, "DONTO_BF16_GEMM=native, but kernel set %s has no vdpbf16ps",
                  donto_isa_name(b->isa));
-        if (!native_ok) DLOG_WARN("%s: bf16 runs on fp32 units", b->why);
+        DLOG_WARN("%s: bf16 runs on fp32 units", b->why);
         return;
     }
     if (env && !strcmp(env, "fp32")) {

@@ -30,7 +30,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cpu_isa.h"
 #include "kern_tile.h"
@@ -248,12 +247,6 @@ BG_BF16 static void bg_zmm(const uint32_t *A, size_t lda, int m, const donto_bwe
 
 /* ---- how fast vdpbf16ps is here -------------------------------------------- */
 
-static double probe_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 #ifdef BG_X86
 #define BG_PROBE_ITERS 2048 /* x 16 instructions: 32K per timed run */
 /* Seconds for BG_PROBE_ITERS x 16 independent vfmadd231ps zmm (which = 0)
@@ -265,7 +258,7 @@ BG_BF16 static double bg_probe_run(int which) {
         for (int r = 0; r < 16; r++) c[r] = _mm512_set1_ps((float)r);
         const __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-3f);
         const __m512bh ab = (__m512bh)_mm512_set1_epi32(0x3f803f80), bb = (__m512bh)_mm512_set1_epi32(0x3a833a83);
-        const double t0 = probe_now();
+        const double t0 = donto_now();
         for (int it = 0; it < BG_PROBE_ITERS; it++) {
             if (which)
                 for (int r = 0; r < 16; r++) c[r] = _mm512_dpbf16_ps(c[r], ab, bb);
@@ -273,7 +266,7 @@ BG_BF16 static double bg_probe_run(int which) {
                 for (int r = 0; r < 16; r++) c[r] = _mm512_fmadd_ps(a, b, c[r]);
             __asm__ volatile("" : "+v"(c[0]), "+v"(c[5]), "+v"(c[10]), "+v"(c[15]));
         }
-        const double t = probe_now() - t0;
+        const double t = donto_now() - t0;
         __m512 sum = c[0];
         for (int r = 1; r < 16; r++) sum = _mm512_add_ps(sum, c[r]);
         volatile float sink = _mm512_reduce_add_ps(sum);
