@@ -518,30 +518,66 @@ static void test_math(void) {
     } else {
         printf("SKIP bf16 rounding on avx2: CPU lacks it\n");
     }
-    /* GELU against double erf over [-10, 10]. */
+    /* GELU and softmax on every set's loops (bert_kern_name): GELU against
+     * double erf over [-10, 10] (the SIMD loops' polynomial erf, every
+     * length's masked or padded tail), softmax against double. The sets on
+     * the same loops give the same bits. */
     enum { N = 4003 };
-    static float x[N];
-    double maxerr = 0;
+    static float x[N], y[N], yfirst[3][N];
+    const char *kname[3] = {0};
     for (int i = 0; i < N; i++) x[i] = -10.0f + 20.0f * (float)i / (N - 1);
-    static float y[N];
-    memcpy(y, x, sizeof x);
-    bert_gelu_inplace(y, N);
-    for (int i = 0; i < N; i++) {
-        double r = 0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0)));
-        double e = fabs(y[i] - r);
-        if (e > maxerr) maxerr = e;
+    for (int si = DONTO_ISA_PORTABLE; si < DONTO_ISA_N; si++) {
+        const donto_isa is = (donto_isa)si;
+        if (!donto_isa_supported(is)) {
+            printf("SKIP gelu/softmax on %s: CPU lacks it\n", donto_isa_name(is));
+            continue;
+        }
+        const char *kn = bert_kern_name(is);
+        double maxerr = 0, special = 0;
+        for (int len = N; len > N - 17; len--) { /* the tail lengths */
+            memcpy(y, x, sizeof x);
+            bert_gelu_isa(is, y, (size_t)len);
+            for (int i = 0; i < len; i++) {
+                const double r = 0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0)));
+                const double e = fabs(y[i] - r);
+                if (!(e <= maxerr)) maxerr = e; /* NaN sticks */
+            }
+            for (int i = len; i < N; i++) special += y[i] != x[i]; /* past n: untouched */
+        }
+        CHECK(maxerr < 2e-6 && special == 0, "%s gelu: max abs err %g, %g values past n written", donto_isa_name(is),
+              maxerr, special);
+        /* large, infinite and NaN inputs as the exact GELU gives them */
+        float z[5] = {30.0f, -30.0f, INFINITY, -0.0f, NAN};
+        bert_gelu_isa(is, z, 5);
+        CHECK(z[0] == 30.0f && z[1] == 0.0f && z[2] == INFINITY && z[3] == 0.0f && isnan(z[4]),
+              "%s gelu specials: %g %g %g %g %g", donto_isa_name(is), z[0], z[1], z[2], z[3], z[4]);
+        memcpy(y, x, sizeof x);
+        bert_gelu_isa(is, y, N);
+        for (int k = 0; k < 3; k++) {
+            if (!kname[k]) {
+                kname[k] = kn;
+                memcpy(yfirst[k], y, sizeof y);
+                break;
+            }
+            if (!strcmp(kname[k], kn)) {
+                CHECK(memcmp(yfirst[k], y, sizeof y) == 0, "%s gelu: bits differ from the first set on the %s loops",
+                      donto_isa_name(is), kn);
+                break;
+            }
+        }
+        /* softmax sums to 1 and matches double, for each tail length */
+        for (int n = 1; n <= 37; n += 3) {
+            float s[37];
+            double ref[37], sum = 0, m = 0, tot = 0;
+            for (int i = 0; i < n; i++) s[i] = (float)(i % 7) * 1.5f - 3.0f;
+            for (int i = 0; i < n; i++) sum += exp((double)s[i]);
+            for (int i = 0; i < n; i++) ref[i] = exp((double)s[i]) / sum;
+            bert_softmax_isa(is, s, n);
+            for (int i = 0; i < n; i++) m = fmax(m, fabs(s[i] - ref[i])), tot += s[i];
+            CHECK(m < 1e-6 && fabs(tot - 1) < 1e-6, "%s softmax n=%d: err %g, sum %.9f", donto_isa_name(is), n, m, tot);
+        }
+        printf("gelu on %s (%s loops): max abs err %.3g vs double erf\n", donto_isa_name(is), kn, maxerr);
     }
-    CHECK(maxerr < 2e-6, "gelu max abs err %g", maxerr);
-    /* softmax sums to 1 and matches double */
-    float s[37];
-    double ref[37], sum = 0;
-    for (int i = 0; i < 37; i++) s[i] = (float)(i % 7) * 1.5f - 3.0f;
-    for (int i = 0; i < 37; i++) sum += exp((double)s[i]);
-    for (int i = 0; i < 37; i++) ref[i] = exp((double)s[i]) / sum;
-    bert_softmax_inplace(s, 37);
-    double m = 0;
-    for (int i = 0; i < 37; i++) m = fmax(m, fabs(s[i] - ref[i]));
-    CHECK(m < 1e-6, "softmax err %g", m);
 }
 
 /* The model's own settings (issue 16, point 10): the token limit comes from

@@ -207,7 +207,8 @@ static void run_case(int m, int n, int k, int ldx_pad, int ldy_pad, int use_bias
     free_problem(&p);
 }
 
-static void test_quant_row(void) {
+/* Quantization of one row on kernel set isa's loop (portable: plain C). */
+static void test_quant_row_on(donto_isa isa) {
     const int ks[] = {1, 2, 7, 15, 16, 17, 31, 33, 384, 1000};
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         int k = ks[t], kpad = (k + 1) & ~1;
@@ -216,20 +217,20 @@ static void test_quant_row(void) {
         x[k / 2] = 7.25f; /* the max */
         int16_t *q = malloc(sizeof(int16_t) * kpad), *r = malloc(sizeof(int16_t) * k);
         for (int c = 0; c < kpad; c++) q[c] = 0x5555;
-        float s = donto_qgemm_quant_row(x, k, q, kpad);
+        float s = donto_qgemm_quant_row_isa(x, k, q, kpad, isa);
         float sr = ref_quant(x, k, DONTO_QGEMM_XMAX, r);
-        CHECK(s == sr, "k=%d scale %.9g != %.9g", k, s, sr);
+        CHECK(s == sr, "%s k=%d scale %.9g != %.9g", donto_isa_name(isa), k, s, sr);
         int bad = 0;
         for (int c = 0; c < k; c++) bad += q[c] != r[c];
         for (int c = k; c < kpad; c++) bad += q[c] != 0;
-        CHECK(bad == 0, "k=%d: %d quantized values differ", k, bad);
+        CHECK(bad == 0, "%s k=%d: %d quantized values differ", donto_isa_name(isa), k, bad);
         CHECK_EQ_INT(q[k / 2], DONTO_QGEMM_XMAX);
         /* all-zero row: scale 0, values 0 */
         for (int c = 0; c < k; c++) x[c] = 0;
-        s = donto_qgemm_quant_row(x, k, q, kpad);
+        s = donto_qgemm_quant_row_isa(x, k, q, kpad, isa);
         bad = 0;
         for (int c = 0; c < kpad; c++) bad += q[c] != 0;
-        CHECK(s == 0.0f && bad == 0, "zero row k=%d: scale %g, %d nonzero", k, s, bad);
+        CHECK(s == 0.0f && bad == 0, "%s zero row k=%d: scale %g, %d nonzero", donto_isa_name(isa), k, s, bad);
         free(x);
         free(q);
         free(r);
@@ -245,10 +246,22 @@ static void test_quant_row(void) {
     x2[17] = -1.5f;
     x2[18] = 4094.5f;
     int16_t q2[20];
-    donto_qgemm_quant_row(x2, 19, q2, 20);
-    CHECK(q2[3] == 2 && q2[5] == -4 && q2[15] == 0, "vector ties: %d %d %d", q2[3], q2[5], q2[15]);
-    CHECK(q2[16] == 6 && q2[17] == -2 && q2[18] == 4094 && q2[19] == 0, "tail ties: %d %d %d %d", q2[16], q2[17],
+    donto_qgemm_quant_row_isa(x2, 19, q2, 20, isa);
+    CHECK(q2[3] == 2 && q2[5] == -4 && q2[15] == 0, "%s vector ties: %d %d %d", donto_isa_name(isa), q2[3], q2[5], q2[15]);
+    CHECK(q2[16] == 6 && q2[17] == -2 && q2[18] == 4094 && q2[19] == 0, "%s tail ties: %d %d %d %d", donto_isa_name(isa), q2[16], q2[17],
           q2[18], q2[19]);
+}
+
+static void test_quant_row(void) {
+    test_quant_row_on(DONTO_ISA_PORTABLE);
+    for (int t = 0; t < g_isa.n; t++) test_quant_row_on(g_isa.set[t]);
+    /* AUTO: the best set here */
+    float x[40];
+    int16_t a[40], b[40];
+    for (int c = 0; c < 40; c++) x[c] = frand(-3, 3);
+    CHECK(donto_qgemm_quant_row(x, 40, a, 40) == donto_qgemm_quant_row_isa(x, 40, b, 40, DONTO_ISA_PORTABLE) &&
+              !memcmp(a, b, sizeof a),
+          "auto quantization differs from portable");
 }
 
 static void test_shapes(void) {

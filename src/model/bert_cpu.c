@@ -21,9 +21,12 @@
  * inside each block (set in encoder open), so the two never fight for cores.
  *
  * Kernel sets: the per-row loops (GELU, softmax, LayerNorm, attention,
- * mean pooling) are bert_cpu_kern.h, compiled twice here, as plain C and
- * with target("avx2,fma"); ops->isa picks one per forward (cpu_isa.h), so
- * a baseline x86-64 build runs the AVX2 loops where the CPU has them.
+ * mean pooling) are bert_cpu_kern.h, compiled three times here: plain C,
+ * target("avx2,fma"), and AVX-512 (GELU, softmax and LayerNorm in zmm);
+ * ops->isa picks one per forward (cpu_isa.h), so a baseline x86-64 build
+ * runs the widest loops the CPU has. The SIMD GELU computes erf with its
+ * own piecewise polynomial (BK_ERF_C), not libmvec's erff: a third of the
+ * instructions, within 6.2e-8 of erf.
  */
 #include "bert_cpu.h"
 
@@ -40,6 +43,7 @@
 
 /* The loops of bert_cpu_kern.h, by kernel set. */
 typedef struct bert_kern {
+    const char *name; /* bert_kern_name */
     void (*gelu)(float *x, size_t n);
     void (*softmax)(float *x, int n);
     void (*add_layernorm_row)(float *x, const float *r, const float *b, const float *g, const float *beta, int n,
@@ -50,41 +54,82 @@ typedef struct bert_kern {
 } bert_kern;
 
 #define BK(name) name##_generic
+#define BK_NAME "portable"
 #define BK_TARGET
 #define BK_AVX2 0
+#define BK_AVX512 0
 #include "bert_cpu_kern.h"
 #undef BK
 #undef BK_TARGET
 #undef BK_AVX2
+#undef BK_AVX512
+#undef BK_NAME
 
 #if defined(__x86_64__)
 #define BERT_X86 1
 #include <immintrin.h>
-/* glibc libmvec vector variants (x86_64 vector function ABI, AVX2). */
-__attribute__((target("avx2,fma"))) __m256 _ZGVdN8v_erff(__m256 x);
+/* glibc libmvec's expf (x86_64 vector function ABI, AVX2 and AVX-512). */
 __attribute__((target("avx2,fma"))) __m256 _ZGVdN8v_expf(__m256 x);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_expf(__m512 x);
+/* The SIMD GELU's erf: coefficient k of the polynomial on interval i
+ * (|t| in [i/2, i/2 + 1/2)) at [k][i], printed by scripts/fit-erf. From
+ * BK_ERF_AMAX on erf is 1 in float. */
+#define BK_ERF_AMAX 3.9999995f
+/* max abs error 6.15e-08 on [0, 4.5] (scripts/fit-erf) */
+static const float BK_ERF_C[8][16] __attribute__((aligned(64))) = {
+    {2.763263881e-01f, 7.111556530e-01f, 9.229001403e-01f, 9.866716862e-01f, 9.985373020e-01f, 9.998993874e-01f, 9.999957085e-01f, 9.999998808e-01f},
+    {1.060014129e+00f, 6.429310441e-01f, 2.365211248e-01f, 5.277499557e-02f, 7.142319344e-03f, 5.862772814e-04f, 2.918901191e-05f, 8.814288321e-07f},
+    {-2.650029659e-01f, -4.821981490e-01f, -2.956517339e-01f, -9.235620499e-02f, -1.607015729e-02f, -1.612267457e-03f, -9.486934141e-05f, -3.306072131e-06f},
+    {-3.091704845e-01f, 2.678835019e-02f, 1.675358862e-01f, 9.015738964e-02f, 2.172451280e-02f, 2.760380274e-03f, 1.958126377e-04f, 7.970329534e-06f},
+    {1.269345134e-01f, 1.506756097e-01f, -6.132001523e-03f, -4.810552672e-02f, -1.908826269e-02f, -3.257710021e-03f, -2.861689427e-04f, -1.378534034e-05f},
+    {8.003624529e-02f, -5.321706086e-02f, -4.718656093e-02f, 6.618466694e-03f, 1.066006161e-02f, 2.756291535e-03f, 3.136286687e-04f, 1.833000897e-05f},
+    {-3.934007138e-02f, -2.658265084e-02f, 2.059730887e-02f, 9.049545042e-03f, -2.779488452e-03f, -1.667856704e-03f, -2.737647446e-04f, -2.069330731e-05f},
+    {-1.580317505e-02f, 1.788519882e-02f, 3.745173570e-03f, -5.933030974e-03f, -7.215543883e-04f, 6.358097307e-04f, 1.735985134e-04f, 1.714525024e-05f},
+};
+
 #define BK(name) name##_avx2
+#define BK_NAME "avx2"
 #define BK_TARGET __attribute__((target("avx2,fma")))
 #define BK_AVX2 1
+#define BK_AVX512 0
 #include "bert_cpu_kern.h"
 #undef BK
 #undef BK_TARGET
 #undef BK_AVX2
+#undef BK_AVX512
+#undef BK_NAME
+/* The same with the GELU, softmax and LayerNorm in zmm, for the AVX-512
+ * sets. */
+#define BK(name) name##_avx512
+#define BK_NAME "avx512"
+#define BK_TARGET __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq")))
+#define BK_AVX2 1
+#define BK_AVX512 1
+#include "bert_cpu_kern.h"
+#undef BK
+#undef BK_TARGET
+#undef BK_AVX2
+#undef BK_AVX512
+#undef BK_NAME
 #endif
 
-/* The loops for kernel set isa: AVX2 on every SIMD set (the AVX-512 and
- * VNNI sets differ in the int16 GEMM only), plain C on the portable one. */
+/* The loops for kernel set isa: zmm on the AVX-512 sets, AVX2 on the
+ * other SIMD sets, plain C on portable. */
 static const bert_kern *bert_kern_for(donto_isa isa) {
 #ifdef BERT_X86
-    if (cpu_isa_resolve(isa) >= DONTO_ISA_AVX2 && cpu_isa_supported(DONTO_ISA_AVX2)) return &kern_avx2;
+    const donto_isa s = cpu_isa_resolve(isa);
+    if (cpu_isa_zmm(s) && cpu_isa_supported(DONTO_ISA_AVX512)) return &kern_avx512;
+    if (s >= DONTO_ISA_AVX2 && cpu_isa_supported(DONTO_ISA_AVX2)) return &kern_avx2;
 #endif
     (void)isa;
     return &kern_generic;
 }
 
-void bert_gelu_inplace(float *x, size_t n) { bert_kern_for(DONTO_ISA_AUTO)->gelu(x, n); }
+void bert_gelu_isa(donto_isa isa, float *x, size_t n) { bert_kern_for(isa)->gelu(x, n); }
 
-void bert_softmax_inplace(float *x, int n) { bert_kern_for(DONTO_ISA_AUTO)->softmax(x, n); }
+void bert_softmax_isa(donto_isa isa, float *x, int n) { bert_kern_for(isa)->softmax(x, n); }
+
+const char *bert_kern_name(donto_isa isa) { return bert_kern_for(isa)->name; }
 
 /* K^T [D][lenp] and the scores of one round of queries [BK_ATTN_QBLOCK][lenp],
  * lenp = len rounded up to 8 (bert_cpu_kern.h, attend_impl). */

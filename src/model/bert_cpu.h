@@ -91,12 +91,17 @@ void bert_fp32p_ops(bert_linear_ops *ops, const bert_fp32p *p);
 /* "fp32 fma ymm 6x16", for logs and --stats. */
 const char *bert_fp32p_kernel_name(const bert_fp32p *p);
 
-/* Vectorised math used by the forward pass (on the best kernel set),
- * exposed for tests. */
-void bert_gelu_inplace(float *x, size_t n);           /* exact erf GELU */
-void bert_softmax_inplace(float *x, int n);
+/* The forward's GELU and softmax on kernel set isa's loops, exposed for
+ * tests. */
+void bert_gelu_isa(donto_isa isa, float *x, size_t n);
+void bert_softmax_isa(donto_isa isa, float *x, int n);
+/* Which instance of the forward's loops kernel set isa runs: "portable"
+ * (plain C, libm's erff), "avx2" (the AVX2 sets) or "avx512" (the AVX-512
+ * sets: GELU, softmax and LayerNorm in zmm). Sets with the same instance
+ * give the same bits. */
+const char *bert_kern_name(donto_isa isa);
 /* The attention loops of one (sequence, head) on kernel set isa's loops
- * (AVX2 on every SIMD set, plain C on portable), as the forward calls them
+ * (bert_kern_name), as the forward calls them
  * for sequences under its GEMM threshold: qkv rows [o, o+len) (row stride
  * 3H: Q, K, V), head h of size D, queries [q0, q1); ctx rows (stride
  * ctx_stride) from query q0's, columns [h D, (h+1) D). Reads no qkv row

@@ -3,7 +3,10 @@
  * template: bert_cpu.c includes this file once per kernel set, with
  *   BK(name)     the name of this instance's function (name_generic, name_avx2)
  *   BK_TARGET    its target attribute (empty, or target("avx2,fma"))
+ *   BK_NAME      its name for logs and tests ("portable", "avx2", "avx512")
  *   BK_AVX2      1 where the AVX2 intrinsics paths are compiled in
+ *   BK_AVX512    1 where the AVX-512 ones are too (GELU, softmax, LayerNorm
+ *                in zmm with masked tails; the attention loops stay ymm)
  * so one binary built for baseline x86-64 carries both and picks one at run
  * time (cpu_isa.h), instead of whatever -march the build machine had. The
  * `omp simd` loops vectorize to the instance's width. Every function here is
@@ -11,21 +14,103 @@
  * No include guard: it is meant to be included more than once.
  */
 
+#if BK_AVX2
+/* erf of 8 lanes from the piecewise polynomial BK_ERF_C (bert_cpu.c,
+ * scripts/fit-erf; max abs error 6.2e-8): |t| clamped under 4, its half-unit
+ * interval i gathers coefficient k with one permute, Horner in u = |t| - (i/2
+ * + 1/4), capped at 1, t's sign put back. The zmm twin does the same
+ * operations per lane, so both give the same bits. */
+BK_TARGET static inline __attribute__((always_inline)) __m256 BK(erf8)(__m256 t) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 a = _mm256_min_ps(_mm256_andnot_ps(sign, t), _mm256_set1_ps(BK_ERF_AMAX));
+    const __m256i i = _mm256_cvttps_epi32(_mm256_add_ps(a, a));
+    const __m256 u = _mm256_sub_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(0.5f),
+                                                      _mm256_set1_ps(0.25f)));
+    __m256 p = _mm256_permutevar8x32_ps(_mm256_load_ps(BK_ERF_C[7]), i);
+    for (int k = 6; k >= 0; k--) p = _mm256_fmadd_ps(p, u, _mm256_permutevar8x32_ps(_mm256_load_ps(BK_ERF_C[k]), i));
+    p = _mm256_min_ps(p, _mm256_set1_ps(1.0f));
+    return _mm256_or_ps(p, _mm256_and_ps(t, sign));
+}
+#endif
+
+#if BK_AVX512
+BK_TARGET static inline __attribute__((always_inline)) __m512 BK(erf16)(__m512 t) {
+    const __m512 a = _mm512_min_ps(_mm512_abs_ps(t), _mm512_set1_ps(BK_ERF_AMAX));
+    const __m512i i = _mm512_cvttps_epi32(_mm512_add_ps(a, a));
+    const __m512 u = _mm512_sub_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_set1_ps(0.5f),
+                                                      _mm512_set1_ps(0.25f)));
+    __m512 p = _mm512_permutexvar_ps(i, _mm512_load_ps(BK_ERF_C[7]));
+    for (int k = 6; k >= 0; k--) p = _mm512_fmadd_ps(p, u, _mm512_permutexvar_ps(i, _mm512_load_ps(BK_ERF_C[k])));
+    p = _mm512_min_ps(p, _mm512_set1_ps(1.0f));
+    return _mm512_castsi512_ps(_mm512_or_si512(
+        _mm512_castps_si512(p), _mm512_and_si512(_mm512_castps_si512(t), _mm512_set1_epi32((int)0x80000000u))));
+}
+#endif
+
+/* GELU in place: 0.5 x (1 + erf(x / sqrt 2)). The SIMD loops use the
+ * polynomial erf above (within 2e-7 of the exact GELU for |x| <= 10), the
+ * plain C one libm's erff. */
 BK_TARGET static void BK(gelu)(float *x, size_t n) {
     size_t i = 0;
+#if BK_AVX512
+    {
+        const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f),
+                     rs2 = _mm512_set1_ps(0.70710678118654752f);
+        for (; i < n; i += 16) {
+            const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+            const __m512 e = BK(erf16)(_mm512_mul_ps(v, rs2));
+            _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e)));
+        }
+    }
+#endif
 #if BK_AVX2
     const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f),
                  rs2 = _mm256_set1_ps(0.70710678118654752f);
     for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        __m256 e = _ZGVdN8v_erff(_mm256_mul_ps(v, rs2));
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 e = BK(erf8)(_mm256_mul_ps(v, rs2));
         _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_add_ps(one, e)));
+    }
+    if (i < n) { /* the tail through the same vector arithmetic, in a padded copy */
+        float t[8] = {0};
+        memcpy(t, x + i, (n - i) * sizeof *t);
+        const __m256 v = _mm256_loadu_ps(t);
+        _mm256_storeu_ps(t, _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_add_ps(one, BK(erf8)(_mm256_mul_ps(v, rs2)))));
+        memcpy(x + i, t, (n - i) * sizeof *t);
+        i = n;
     }
 #endif
     for (; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
 }
 
 BK_TARGET static void BK(softmax)(float *x, int n) {
+#if BK_AVX512
+    /* Whole row in zmm, the tail under a mask: scores rows are ~20 long
+     * for claims, where the ymm loops' scalar tail was a third of it. */
+    if (n > 0) {
+        const __m512 ninf = _mm512_set1_ps(-INFINITY);
+        __m512 vmx = ninf;
+        for (int j = 0; j < n; j += 16) {
+            const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+            vmx = _mm512_max_ps(vmx, _mm512_mask_loadu_ps(ninf, m, x + j));
+        }
+        const __m512 vm = _mm512_set1_ps(_mm512_reduce_max_ps(vmx));
+        __m512 vs = _mm512_setzero_ps();
+        for (int j = 0; j < n; j += 16) {
+            const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+            const __m512 e = _mm512_maskz_mov_ps(m, _ZGVeN16v_expf(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vm)));
+            _mm512_mask_storeu_ps(x + j, m, e);
+            vs = _mm512_add_ps(vs, e);
+        }
+        const __m512 vi = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
+        for (int j = 0; j < n; j += 16) {
+            const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+            _mm512_mask_storeu_ps(x + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), vi));
+        }
+        return;
+    }
+#endif
     int i = 0;
     float mx = -INFINITY, sum = 0;
 #if BK_AVX2
@@ -65,6 +150,42 @@ BK_TARGET static void BK(softmax)(float *x, int n) {
 /* y = LN(x + r + b) * g + beta, row of n; r and b may be NULL. In place in x. */
 BK_TARGET static void BK(add_layernorm_row)(float *x, const float *r, const float *b, const float *g,
                                             const float *beta, int n, float eps) {
+#if BK_AVX512
+    /* zmm with the same per-element operations; only the two sums run in
+     * another order (16 lanes, then reduced). */
+    if (n > 0) {
+        __m512 vsum = _mm512_setzero_ps();
+        for (int i = 0; i < n; i += 16) {
+            const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+            if (r || b) {
+                const __m512 rv = r ? _mm512_maskz_loadu_ps(m, r + i) : _mm512_setzero_ps();
+                const __m512 bv = b ? _mm512_maskz_loadu_ps(m, b + i) : _mm512_setzero_ps();
+                v = _mm512_add_ps(v, _mm512_add_ps(rv, bv));
+                _mm512_mask_storeu_ps(x + i, m, v);
+            }
+            vsum = _mm512_add_ps(vsum, v);
+        }
+        const float mean = _mm512_reduce_add_ps(vsum) / (float)n;
+        const __m512 vmean = _mm512_set1_ps(mean);
+        __m512 vvar = _mm512_setzero_ps();
+        for (int i = 0; i < n; i += 16) {
+            const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + i), vmean);
+            vvar = _mm512_add_ps(vvar, _mm512_mul_ps(d, d));
+        }
+        const float var = _mm512_reduce_add_ps(vvar) / (float)n;
+        const __m512 vinv = _mm512_set1_ps(1.0f / sqrtf(var + eps));
+        for (int i = 0; i < n; i += 16) {
+            const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmean), vinv);
+            _mm512_mask_storeu_ps(x + i, m,
+                                  _mm512_add_ps(_mm512_mul_ps(d, _mm512_maskz_loadu_ps(m, g + i)),
+                                                _mm512_maskz_loadu_ps(m, beta + i)));
+        }
+        return;
+    }
+#endif
     if (r || b) {
 #pragma omp simd
         for (int i = 0; i < n; i++) x[i] += (r ? r[i] : 0.0f) + (b ? b[i] : 0.0f);
@@ -320,6 +441,7 @@ BK_TARGET static void BK(mean_rows)(const float *x, int H, int t0, int t1, float
 }
 
 static const bert_kern BK(kern) = {
+    .name = BK_NAME,
     .gelu = BK(gelu),
     .softmax = BK(softmax),
     .add_layernorm_row = BK(add_layernorm_row),

@@ -217,16 +217,41 @@ QG_AVX2 static float qg_quant_row_avx2(const float *x, int k, int16_t *q, int kp
 }
 #endif
 
-static float qg_quant_row(const float *x, int k, int16_t *q, int kpad, int avx2) {
 #ifdef QG_X86
-    if (avx2) return qg_quant_row_avx2(x, k, q, kpad);
+/* The AVX2 loop's operations 16 lanes at a time, the tail under a mask. */
+QG_AVX512 static float qg_quant_row_zmm(const float *x, int k, int16_t *q, int kpad) {
+    __m512 m = _mm512_setzero_ps();
+    for (int c = 0; c < k; c += 16)
+        m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_maskz_loadu_ps(ktile_mask16(k - c), x + c)));
+    float inv, scale = qg_scales(_mm512_reduce_max_ps(m), DONTO_QGEMM_XMAX, &inv);
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512i lo = _mm512_set1_epi32(-DONTO_QGEMM_XMAX), hi = _mm512_set1_epi32(DONTO_QGEMM_XMAX);
+    for (int c = 0; c < k; c += 16) {
+        const __mmask16 mk = ktile_mask16(k - c);
+        const __m512i i = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + c), vinv));
+        _mm512_mask_cvtepi32_storeu_epi16(q + c, mk, _mm512_min_epi32(_mm512_max_epi32(i, lo), hi));
+    }
+    for (int c = k; c < kpad; c++) q[c] = 0;
+    return scale;
+}
 #endif
-    (void)avx2;
+
+/* One row of X on kernel set isa's loop: every loop gives the same bits. */
+static float qg_quant_row(const float *x, int k, int16_t *q, int kpad, donto_isa isa) {
+#ifdef QG_X86
+    if (cpu_isa_zmm(isa)) return qg_quant_row_zmm(x, k, q, kpad);
+    if (isa >= DONTO_ISA_AVX2) return qg_quant_row_avx2(x, k, q, kpad);
+#endif
+    (void)isa;
     return qg_quant_row_scalar(x, k, q, kpad);
 }
 
 float donto_qgemm_quant_row(const float *x, int k, int16_t *q, int kpad) {
-    return qg_quant_row(x, k, q, kpad, cpu_isa_runnable(DONTO_ISA_AUTO) >= DONTO_ISA_AVX2);
+    return qg_quant_row(x, k, q, kpad, cpu_isa_runnable(DONTO_ISA_AUTO));
+}
+
+float donto_qgemm_quant_row_isa(const float *x, int k, int16_t *q, int kpad, donto_isa isa) {
+    return qg_quant_row(x, k, q, kpad, cpu_isa_runnable(isa));
 }
 
 /* ---- weights --------------------------------------------------------- */
@@ -787,7 +812,7 @@ static void qg_gemm(const float *X, int m, int k, int ldx, const donto_qweight *
                 for (int c = 0; c < W->k; c += 16)
                     _mm_prefetch((const char *)(X + (size_t)(i + 2) * (size_t)ldx + c), _MM_HINT_T0);
 #endif
-            sx[i] = qg_quant_row(X + (size_t)i * (size_t)ldx, W->k, A + (size_t)i * lda, 2 * W->kpairs, simd);
+            sx[i] = qg_quant_row(X + (size_t)i * (size_t)ldx, W->k, A + (size_t)i * lda, 2 * W->kpairs, isa);
         }
 #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < ntasks; t++) {

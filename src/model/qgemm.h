@@ -88,6 +88,8 @@ const char *donto_qgemm_kernel_name(donto_isa isa);
  * values (zeros after k) and returns the dequant scale (max|x| / 4095, or 0
  * for an all-zero row). */
 float donto_qgemm_quant_row(const float *x, int k, int16_t *q, int kpad);
+/* The same on kernel set isa's loop (plain C, ymm or zmm): the same bits. */
+float donto_qgemm_quant_row_isa(const float *x, int k, int16_t *q, int kpad, donto_isa isa);
 /* The same computation on the portable C path (what donto_qgemm does on a
  * CPU without AVX2+FMA): results are bit-identical to donto_qgemm. */
 void donto_qgemm_portable(const float *X, int m, int k, int ldx, const donto_qweight *W, const float *bias,

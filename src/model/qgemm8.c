@@ -236,6 +236,39 @@ Q8_AVX2 static float q8_quant_row_avx2(const float *x, const float *keep, int k,
     for (; c < kpad; c++) q[c] = 0;
     return s;
 }
+
+/* The AVX2 loop's operations 16 lanes at a time, the tail under a mask
+ * (masked-off lanes read 0, which the range starts from anyway). */
+Q8_AVX512VNNI static float q8_quant_row_zmm(const float *x, const float *keep, int k, int xmax, uint8_t *q,
+                                            int kpad, int32_t *zp) {
+    __m512 vlo = _mm512_setzero_ps(), vhi = _mm512_setzero_ps();
+    for (int c = 0; c < k; c += 16) {
+        const __mmask16 m = ktile_mask16(k - c);
+        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + c), _mm512_maskz_loadu_ps(m, keep + c));
+        vlo = _mm512_min_ps(vlo, v);
+        vhi = _mm512_max_ps(vhi, v);
+    }
+    _Alignas(64) float tl[16], th[16];
+    _mm512_store_ps(tl, vlo);
+    _mm512_store_ps(th, vhi);
+    float lo = 0.0f, hi = 0.0f;
+    for (int e = 0; e < 16; e++) {
+        lo = tl[e] < lo ? tl[e] : lo;
+        hi = th[e] > hi ? th[e] : hi;
+    }
+    float inv;
+    const float s = q8_grid(lo, hi, xmax, &inv, zp);
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512i vzp = _mm512_set1_epi32(*zp), zero = _mm512_setzero_si512(), top = _mm512_set1_epi32(xmax);
+    for (int c = 0; c < k; c += 16) {
+        const __mmask16 m = ktile_mask16(k - c);
+        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + c), _mm512_maskz_loadu_ps(m, keep + c));
+        const __m512i i = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v, vinv)), vzp);
+        _mm512_mask_cvtepi32_storeu_epi8(q + c, m, _mm512_min_epi32(_mm512_max_epi32(i, zero), top));
+    }
+    for (int c = k; c < kpad; c++) q[c] = 0;
+    return s;
+}
 #endif
 
 /* ---- portable path ---------------------------------------------------------- */
@@ -659,6 +692,10 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
             const float *x = X + (size_t)i * (size_t)ldx;
             uint8_t *q = A + (size_t)i * lda;
 #ifdef Q8_X86
+            if (cpu_isa_zmm(isa) && cpu_isa_vnni(isa)) {
+                sx[i] = q8_quant_row_zmm(x, W->keep, W->k, xmax, q, 4 * W->kquads, &zp[i]);
+                continue;
+            }
             if (simd) {
                 sx[i] = q8_quant_row_avx2(x, W->keep, W->k, xmax, q, 4 * W->kquads, &zp[i]);
                 continue;
