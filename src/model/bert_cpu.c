@@ -132,23 +132,27 @@ void bert_softmax_isa(donto_isa isa, float *x, int n) { bert_kern_for(isa)->soft
 const char *bert_kern_name(donto_isa isa) { return bert_kern_for(isa)->name; }
 
 /* K^T [D][lenp] and the scores of one round of queries [BK_ATTN_QBLOCK][lenp],
- * lenp = len rounded up to 8 (bert_cpu_kern.h, attend_impl). */
+ * lenp = len rounded up to 8, or 16 on the zmm loops (bert_cpu_kern.h,
+ * attend_impl): sized for 16. */
 size_t bert_attend_scratch_floats(int D, int len) {
-    return (size_t)(D + BK_ATTN_QBLOCK) * (size_t)((len + 7) & ~7);
+    return (size_t)(D + BK_ATTN_QBLOCK) * (size_t)((len + 15) & ~15);
 }
 
 /* bench_attend, one thread (docs/engine.md). Zen 3: the AVX2 loops beat
  * OpenBLAS's two GEMMs while len x D < 24576 (D 64: 1.05x at 256 tokens,
  * 1.01x at 384, 0.93x at 512; D 32: 1.07x still at 512). Ice Lake Xeon, the
  * AVX-512 sets: OpenBLAS (SkylakeX zmm kernels) takes 0.98-1.09x the
- * loops' time at 8 tokens for D 32 (a tie) and 0.79-0.89x for D 64,
- * 0.53-0.95x from 16 to 512, so the GEMMs from 8 tokens. On portable 48
+ * AVX2 loops' time at 8 tokens for D 32 (a tie) and 0.79-0.89x for D 64,
+ * 0.53-0.95x from 16 to 512. The zmm loops (Emerald Rapids Xeon, 300
+ * reps): for D 32 the GEMMs take 1.01-1.41x their time up to 48 tokens,
+ * 0.84-0.94x from 64; for D 64 0.88-1.12x up to 40, 0.68-0.91x from 48;
+ * so the AVX-512 sets take the GEMMs from 2048 / D tokens. On portable 48
  * tokens, as before anything was measured: plain C loops lose to any BLAS
  * on long rows. */
 int bert_attend_gemm_min(donto_isa isa, int D) {
     const donto_isa s = cpu_isa_resolve(isa);
     if (bert_kern_for(s) == &kern_generic) return 48;
-    if (cpu_isa_zmm(s)) return 8; /* OpenBLAS's AVX-512 sgemm: a tie at 8 tokens, faster above */
+    if (cpu_isa_zmm(s)) return 2048 / (D > 0 ? D : 1); /* the zmm loops: D 32: 64 tokens; D 64: 32 */
     return 24576 / (D > 0 ? D : 1); /* D 64: 384 tokens; D 32: 768, over 512 */
 }
 

@@ -371,6 +371,93 @@ BK_TARGET static inline __attribute__((always_inline)) void BK(pv_block)(const i
 }
 #endif
 
+#if BK_AVX512
+/* The zmm twins of scores_rows and pv_rows, for the AVX-512 sets: 16 keys
+ * (scores) or 16 columns (P V) a vector. Each score is the same FMA chain
+ * over d, and each context value the same multiply-then-add over the keys,
+ * as in the ymm loops: only the softmax between them sums in another
+ * order. kt and S rows here are lenp = len rounded up to 16 long. */
+BK_TARGET static inline __attribute__((always_inline)) void BK(scores_rows16)(const int R, const float *const *qr,
+                                                                               int D, const float *kt, int lenp,
+                                                                               __m512 vs, int ni, float *out) {
+    int j = 0;
+    for (; j + 32 <= lenp; j += 32) {
+        __m512 a[6], c[6];
+        for (int r = 0; r < R; r++) a[r] = _mm512_setzero_ps(), c[r] = _mm512_setzero_ps();
+        for (int d = 0; d < D; d++) {
+            const __m512 k0 = _mm512_loadu_ps(kt + (size_t)d * lenp + j);
+            const __m512 k1 = _mm512_loadu_ps(kt + (size_t)d * lenp + j + 16);
+            for (int r = 0; r < R; r++) {
+                const __m512 q = _mm512_set1_ps(qr[r][d]);
+                a[r] = _mm512_fmadd_ps(q, k0, a[r]);
+                c[r] = _mm512_fmadd_ps(q, k1, c[r]);
+            }
+        }
+        for (int r = 0; r < ni; r++) {
+            _mm512_storeu_ps(out + (size_t)r * lenp + j, _mm512_mul_ps(a[r], vs));
+            _mm512_storeu_ps(out + (size_t)r * lenp + j + 16, _mm512_mul_ps(c[r], vs));
+        }
+    }
+    if (j < lenp) {
+        __m512 a[6];
+        for (int r = 0; r < R; r++) a[r] = _mm512_setzero_ps();
+        for (int d = 0; d < D; d++) {
+            const __m512 kv = _mm512_loadu_ps(kt + (size_t)d * lenp + j);
+            for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(qr[r][d]), kv, a[r]);
+        }
+        for (int r = 0; r < ni; r++) _mm512_storeu_ps(out + (size_t)r * lenp + j, _mm512_mul_ps(a[r], vs));
+    }
+}
+
+BK_TARGET static void BK(attn_scores16)(const float *q, int ld, int q0, int q1, int D, const float *kt, int lenp,
+                                        float scale, float *S) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int i = q0; i < q1;) {
+        const int R = q1 - i >= 3 ? 6 : 2, ni = q1 - i < R ? q1 - i : R;
+        const float *qr[6];
+        for (int r = 0; r < R; r++) qr[r] = q + (size_t)(i + (r < ni ? r : ni - 1)) * ld;
+        float *out = S + (size_t)(i - q0) * lenp;
+        if (R == 6) BK(scores_rows16)(6, qr, D, kt, lenp, vs, ni, out);
+        else BK(scores_rows16)(2, qr, D, kt, lenp, vs, ni, out);
+        i += ni;
+    }
+}
+
+/* ctx rows of R (1 to 3) queries = P V for D (16, 32, 48 or 64) columns. */
+BK_TARGET static inline __attribute__((always_inline)) void BK(pv_rows16)(const int R, const int D, const float *S,
+                                                                           int lenp, const float *vbase, int ld,
+                                                                           int len, float *out, int ctx_stride) {
+    __m512 a[3][4];
+    for (int r = 0; r < R; r++)
+        for (int e = 0; e < D / 16; e++) a[r][e] = _mm512_setzero_ps();
+    for (int j = 0; j < len; j++) {
+        const float *v = vbase + (size_t)j * ld;
+        __m512 p[3];
+        for (int r = 0; r < R; r++) p[r] = _mm512_set1_ps(S[(size_t)r * lenp + j]);
+        for (int e = 0; e < D / 16; e++) {
+            const __m512 ve = _mm512_loadu_ps(v + 16 * e);
+            for (int r = 0; r < R; r++) a[r][e] = _mm512_add_ps(a[r][e], _mm512_mul_ps(p[r], ve));
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int e = 0; e < D / 16; e++) _mm512_storeu_ps(out + (size_t)r * ctx_stride + 16 * e, a[r][e]);
+}
+
+BK_TARGET static inline __attribute__((always_inline)) void BK(pv_block16)(const int D, const float *S, int lenp,
+                                                                            const float *vbase, int ld, int len,
+                                                                            int n, float *out, int ctx_stride) {
+    for (int i = 0; i < n;) {
+        const int r = n - i < 3 ? n - i : 3;
+        const float *si = S + (size_t)i * lenp;
+        float *oi = out + (size_t)i * ctx_stride;
+        if (r == 3) BK(pv_rows16)(3, D, si, lenp, vbase, ld, len, oi, ctx_stride);
+        else if (r == 2) BK(pv_rows16)(2, D, si, lenp, vbase, ld, len, oi, ctx_stride);
+        else BK(pv_rows16)(1, D, si, lenp, vbase, ld, len, oi, ctx_stride);
+        i += r;
+    }
+}
+#endif
+
 /* Queries per round of attend_impl: their scores, softmax and P V are done
  * before the next round's, so the block of scores stays in L1 (12 x 256
  * keys = 12 KiB) instead of a len x len matrix going through L2 three
@@ -380,7 +467,8 @@ BK_TARGET static inline __attribute__((always_inline)) void BK(pv_block)(const i
 /* One (sequence, head): rows [o, o+len) of qkv (row stride 3H), queries
  * q0..q1 (all rows, or just row 0 for the CLS-only last layer), writing
  * ctx rows (row stride ctx_stride) starting with query q0's.
- * kt: scratch [D][lenp] (K transposed, lenp = len rounded up to 8; pad
+ * kt: scratch [D][lenp] (K transposed, lenp = len rounded up to 8, or to
+ * 16 on the zmm loops (head sizes 16, 32, 48, 64 on the AVX-512 sets); pad
  * keys' scores are computed and left out of the softmax), then
  * S: [BK_ATTN_QBLOCK][lenp] scores of the current round of queries.
  * Inlined with a constant D for the common head sizes, so the context
@@ -389,7 +477,12 @@ BK_TARGET static inline __attribute__((always_inline)) void BK(pv_block)(const i
 BK_TARGET static inline __attribute__((always_inline)) void BK(attend_impl)(const float *qkv, int H, const int D,
                                                                             int h, int o, int len, int q0, int q1,
                                                                             float *ctx, int ctx_stride, float *kt) {
-    const int ld = 3 * H, lenp = (len + 7) & ~7;
+#if BK_AVX512
+    const int z = D % 16 == 0 && D <= 64; /* the zmm loops */
+#else
+    const int z = 0;
+#endif
+    const int ld = 3 * H, lenp = z ? (len + 15) & ~15 : (len + 7) & ~7;
     const float *qbase = qkv + (size_t)o * ld + h * D, *vbase = qbase + 2 * H;
     float *S = kt + (size_t)D * lenp;
     const float scale = 1.0f / sqrtf((float)D);
@@ -397,6 +490,14 @@ BK_TARGET static inline __attribute__((always_inline)) void BK(attend_impl)(cons
     for (int b0 = q0; b0 < q1; b0 += BK_ATTN_QBLOCK) {
         const int b1 = q1 - b0 < BK_ATTN_QBLOCK ? q1 : b0 + BK_ATTN_QBLOCK;
         float *out = ctx + (size_t)(b0 - q0) * ctx_stride + h * D;
+#if BK_AVX512
+        if (z) {
+            BK(attn_scores16)(qbase, ld, b0, b1, D, kt, lenp, scale, S);
+            for (int i = b0; i < b1; i++) BK(softmax)(S + (size_t)(i - b0) * lenp, len);
+            BK(pv_block16)(D, S, lenp, vbase, ld, len, b1 - b0, out, ctx_stride);
+            continue;
+        }
+#endif
         BK(attn_scores)(qbase, ld, b0, b1, D, kt, lenp, scale, S);
         for (int i = b0; i < b1; i++) BK(softmax)(S + (size_t)(i - b0) * lenp, len);
         int i = b0;
