@@ -38,6 +38,7 @@
 
 #include "cpu_isa.h"
 #include "fgemm.h"
+#include "kern_tile.h"
 
 /* ---------- the forward's own loops, one instance per kernel set ---------- */
 
@@ -59,11 +60,6 @@ typedef struct bert_kern {
 #define BK_AVX2 0
 #define BK_AVX512 0
 #include "bert_cpu_kern.h"
-#undef BK
-#undef BK_TARGET
-#undef BK_AVX2
-#undef BK_AVX512
-#undef BK_NAME
 
 #if defined(__x86_64__)
 #define BERT_X86 1
@@ -93,24 +89,14 @@ static const float BK_ERF_C[8][16] __attribute__((aligned(64))) = {
 #define BK_AVX2 1
 #define BK_AVX512 0
 #include "bert_cpu_kern.h"
-#undef BK
-#undef BK_TARGET
-#undef BK_AVX2
-#undef BK_AVX512
-#undef BK_NAME
-/* The same with the GELU, softmax and LayerNorm in zmm, for the AVX-512
- * sets. */
+/* The same with GELU, softmax, LayerNorm and attention in zmm, for the
+ * AVX-512 sets. */
 #define BK(name) name##_avx512
 #define BK_NAME "avx512"
 #define BK_TARGET __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq")))
 #define BK_AVX2 1
 #define BK_AVX512 1
 #include "bert_cpu_kern.h"
-#undef BK
-#undef BK_TARGET
-#undef BK_AVX2
-#undef BK_AVX512
-#undef BK_NAME
 #endif
 
 /* The loops for kernel set isa: zmm on the AVX-512 sets, AVX2 on the

@@ -11,7 +11,8 @@
  * time (cpu_isa.h), instead of whatever -march the build machine had. The
  * `omp simd` loops vectorize to the instance's width. Every function here is
  * a leaf called per row or per (sequence, head): no OpenMP region inside.
- * No include guard: it is meant to be included more than once.
+ * No include guard: it is meant to be included more than once, and it
+ * undefines its five parameters at its end, ready for the next instance.
  */
 
 #if BK_AVX2
@@ -57,7 +58,7 @@ BK_TARGET static void BK(gelu)(float *x, size_t n) {
         const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f),
                      rs2 = _mm512_set1_ps(0.70710678118654752f);
         for (; i < n; i += 16) {
-            const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            const __mmask16 m = ktile_mask16(n - i < 16 ? (int)(n - i) : 16);
             const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
             const __m512 e = BK(erf16)(_mm512_mul_ps(v, rs2));
             _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e)));
@@ -92,20 +93,20 @@ BK_TARGET static void BK(softmax)(float *x, int n) {
         const __m512 ninf = _mm512_set1_ps(-INFINITY);
         __m512 vmx = ninf;
         for (int j = 0; j < n; j += 16) {
-            const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+            const __mmask16 m = ktile_mask16(n - j);
             vmx = _mm512_max_ps(vmx, _mm512_mask_loadu_ps(ninf, m, x + j));
         }
         const __m512 vm = _mm512_set1_ps(_mm512_reduce_max_ps(vmx));
         __m512 vs = _mm512_setzero_ps();
         for (int j = 0; j < n; j += 16) {
-            const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+            const __mmask16 m = ktile_mask16(n - j);
             const __m512 e = _mm512_maskz_mov_ps(m, _ZGVeN16v_expf(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vm)));
             _mm512_mask_storeu_ps(x + j, m, e);
             vs = _mm512_add_ps(vs, e);
         }
         const __m512 vi = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
         for (int j = 0; j < n; j += 16) {
-            const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+            const __mmask16 m = ktile_mask16(n - j);
             _mm512_mask_storeu_ps(x + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), vi));
         }
         return;
@@ -156,7 +157,7 @@ BK_TARGET static void BK(add_layernorm_row)(float *x, const float *r, const floa
     if (n > 0) {
         __m512 vsum = _mm512_setzero_ps();
         for (int i = 0; i < n; i += 16) {
-            const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            const __mmask16 m = ktile_mask16(n - i);
             __m512 v = _mm512_maskz_loadu_ps(m, x + i);
             if (r || b) {
                 const __m512 rv = r ? _mm512_maskz_loadu_ps(m, r + i) : _mm512_setzero_ps();
@@ -170,14 +171,14 @@ BK_TARGET static void BK(add_layernorm_row)(float *x, const float *r, const floa
         const __m512 vmean = _mm512_set1_ps(mean);
         __m512 vvar = _mm512_setzero_ps();
         for (int i = 0; i < n; i += 16) {
-            const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            const __mmask16 m = ktile_mask16(n - i);
             const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + i), vmean);
             vvar = _mm512_add_ps(vvar, _mm512_mul_ps(d, d));
         }
         const float var = _mm512_reduce_add_ps(vvar) / (float)n;
         const __m512 vinv = _mm512_set1_ps(1.0f / sqrtf(var + eps));
         for (int i = 0; i < n; i += 16) {
-            const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            const __mmask16 m = ktile_mask16(n - i);
             const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmean), vinv);
             _mm512_mask_storeu_ps(x + i, m,
                                   _mm512_add_ps(_mm512_mul_ps(d, _mm512_maskz_loadu_ps(m, g + i)),
@@ -549,3 +550,9 @@ static const bert_kern BK(kern) = {
     .attend_one = BK(attend_one),
     .mean_rows = BK(mean_rows),
 };
+
+#undef BK
+#undef BK_NAME
+#undef BK_TARGET
+#undef BK_AVX2
+#undef BK_AVX512

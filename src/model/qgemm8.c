@@ -195,6 +195,17 @@ static float q8_quant_row_scalar(const float *x, const float *keep, int k, int x
 }
 
 #ifdef Q8_X86
+/* The range [lo, hi] (from 0) of n lanes' minima tl and maxima th, in lane
+ * order, as the scalar loop compares. */
+static inline void q8_fold_range(const float *tl, const float *th, int n, float *lo, float *hi) {
+    float l = 0.0f, h = 0.0f;
+    for (int e = 0; e < n; e++) {
+        l = tl[e] < l ? tl[e] : l;
+        h = th[e] > h ? th[e] : h;
+    }
+    *lo = l, *hi = h;
+}
+
 Q8_AVX2 static float q8_quant_row_avx2(const float *x, const float *keep, int k, int xmax, uint8_t *q, int kpad,
                                        int32_t *zp) {
     __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
@@ -207,11 +218,8 @@ Q8_AVX2 static float q8_quant_row_avx2(const float *x, const float *keep, int k,
     _Alignas(32) float tl[8], th[8];
     _mm256_store_ps(tl, vlo);
     _mm256_store_ps(th, vhi);
-    float lo = 0.0f, hi = 0.0f;
-    for (int e = 0; e < 8; e++) {
-        lo = tl[e] < lo ? tl[e] : lo;
-        hi = th[e] > hi ? th[e] : hi;
-    }
+    float lo, hi;
+    q8_fold_range(tl, th, 8, &lo, &hi);
     for (; c < k; c++) {
         const float v = x[c] * keep[c];
         lo = v < lo ? v : lo;
@@ -251,11 +259,8 @@ Q8_AVX512VNNI static float q8_quant_row_zmm(const float *x, const float *keep, i
     _Alignas(64) float tl[16], th[16];
     _mm512_store_ps(tl, vlo);
     _mm512_store_ps(th, vhi);
-    float lo = 0.0f, hi = 0.0f;
-    for (int e = 0; e < 16; e++) {
-        lo = tl[e] < lo ? tl[e] : lo;
-        hi = th[e] > hi ? th[e] : hi;
-    }
+    float lo, hi;
+    q8_fold_range(tl, th, 16, &lo, &hi);
     float inv;
     const float s = q8_grid(lo, hi, xmax, &inv, zp);
     const __m512 vinv = _mm512_set1_ps(inv);
