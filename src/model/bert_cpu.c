@@ -22,7 +22,7 @@
  *
  * Kernel sets: the per-row loops (GELU, softmax, LayerNorm, attention,
  * mean pooling) are bert_cpu_kern.h, compiled three times here: plain C,
- * target("avx2,fma"), and AVX-512 (GELU, softmax and LayerNorm in zmm);
+ * target("avx2,fma"), and AVX-512 (GELU, softmax, LayerNorm, attention in zmm);
  * ops->isa picks one per forward (cpu_isa.h), so a baseline x86-64 build
  * runs the widest loops the CPU has. The SIMD GELU computes erf with its
  * own piecewise polynomial (BK_ERF_C), not libmvec's erff: a third of the
@@ -130,8 +130,9 @@ size_t bert_attend_scratch_floats(int D, int len) {
  * AVX-512 sets: OpenBLAS (SkylakeX zmm kernels) takes 0.98-1.09x the
  * AVX2 loops' time at 8 tokens for D 32 (a tie) and 0.79-0.89x for D 64,
  * 0.53-0.95x from 16 to 512. The zmm loops (Emerald Rapids Xeon, 300
- * reps): for D 32 the GEMMs take 1.01-1.41x their time up to 48 tokens,
- * 0.84-0.94x from 64; for D 64 0.88-1.12x up to 40, 0.68-0.91x from 48;
+ * reps, two runs): for D 32 the GEMMs take 1.00-1.41x their time up to 48
+ * tokens, 0.84-0.98x from 64; for D 64 0.88-1.17x up to 40, 0.68-0.91x
+ * from 48;
  * so the AVX-512 sets take the GEMMs from 2048 / D tokens. On portable 48
  * tokens, as before anything was measured: plain C loops lose to any BLAS
  * on long rows. */

@@ -97,7 +97,7 @@ void bert_gelu_isa(donto_isa isa, float *x, size_t n);
 void bert_softmax_isa(donto_isa isa, float *x, int n);
 /* Which instance of the forward's loops kernel set isa runs: "portable"
  * (plain C, libm's erff), "avx2" (the AVX2 sets) or "avx512" (the AVX-512
- * sets: GELU, softmax and LayerNorm in zmm). Sets with the same instance
+ * sets: GELU, softmax, LayerNorm and attention in zmm). Sets with the same instance
  * give the same bits. */
 const char *bert_kern_name(donto_isa isa);
 /* The attention loops of one (sequence, head) on kernel set isa's loops

@@ -1,13 +1,14 @@
 /*
  * The CPU forward's own loops (GELU, softmax, LayerNorm, attention), as a
  * template: bert_cpu.c includes this file once per kernel set, with
- *   BK(name)     the name of this instance's function (name_generic, name_avx2)
+ *   BK(name)     the name of this instance's function (name_generic,
+ *                name_avx2, name_avx512)
  *   BK_TARGET    its target attribute (empty, or target("avx2,fma"))
  *   BK_NAME      its name for logs and tests ("portable", "avx2", "avx512")
  *   BK_AVX2      1 where the AVX2 intrinsics paths are compiled in
  *   BK_AVX512    1 where the AVX-512 ones are too (GELU, softmax, LayerNorm
- *                in zmm with masked tails; the attention loops stay ymm)
- * so one binary built for baseline x86-64 carries both and picks one at run
+ *                in zmm with masked tails; attention for head sizes 16-64)
+ * so one binary built for baseline x86-64 carries all three and picks one at run
  * time (cpu_isa.h), instead of whatever -march the build machine had. The
  * `omp simd` loops vectorize to the instance's width. Every function here is
  * a leaf called per row or per (sequence, head): no OpenMP region inside.
@@ -492,15 +493,17 @@ BK_TARGET static inline __attribute__((always_inline)) void BK(attend_impl)(cons
         const int b1 = q1 - b0 < BK_ATTN_QBLOCK ? q1 : b0 + BK_ATTN_QBLOCK;
         float *out = ctx + (size_t)(b0 - q0) * ctx_stride + h * D;
 #if BK_AVX512
+        if (z) BK(attn_scores16)(qbase, ld, b0, b1, D, kt, lenp, scale, S);
+        else
+#endif
+            BK(attn_scores)(qbase, ld, b0, b1, D, kt, lenp, scale, S);
+        for (int i = b0; i < b1; i++) BK(softmax)(S + (size_t)(i - b0) * lenp, len);
+#if BK_AVX512
         if (z) {
-            BK(attn_scores16)(qbase, ld, b0, b1, D, kt, lenp, scale, S);
-            for (int i = b0; i < b1; i++) BK(softmax)(S + (size_t)(i - b0) * lenp, len);
             BK(pv_block16)(D, S, lenp, vbase, ld, len, b1 - b0, out, ctx_stride);
             continue;
         }
 #endif
-        BK(attn_scores)(qbase, ld, b0, b1, D, kt, lenp, scale, S);
-        for (int i = b0; i < b1; i++) BK(softmax)(S + (size_t)(i - b0) * lenp, len);
         int i = b0;
 #if BK_AVX2
         if (D % 8 == 0 && D <= 64) {

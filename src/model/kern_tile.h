@@ -10,6 +10,8 @@
  *    panel 0 empty); F_R_N is the function for R rows and N panels.
  *  - ktile_mask16: the lane mask (__mmask16 bits) of a 16-lane vector
  *    holding the first n of its lanes (n <= 0: none, n >= 16: all).
+ *  - ktile_prefetch_row: a row of activations into L1 before it is
+ *    quantized (qgemm.c, qgemm8.c).
  */
 #ifndef DONTO_MODEL_KERN_TILE_H
 #define DONTO_MODEL_KERN_TILE_H
@@ -31,5 +33,15 @@
 static inline unsigned short ktile_mask16(int n) {
     return (unsigned short)(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1u);
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+/* The k floats of row x into L1, one prefetch per 64-byte line. The
+ * quantizers call it two rows ahead: their rows were written by the
+ * previous op, often in another thread's row block, so they come from L3. */
+static inline void ktile_prefetch_row(const float *x, int k) {
+    for (int c = 0; c < k; c += 16) _mm_prefetch((const char *)(x + c), _MM_HINT_T0);
+}
+#endif
 
 #endif

@@ -807,10 +807,7 @@ static void qg_gemm(const float *X, int m, int k, int ldx, const donto_qweight *
 #pragma omp for schedule(dynamic, 16)
         for (int i = 0; i < m; i++) {
 #ifdef QG_X86
-            /* X is read once, usually from L3: fetch two rows ahead. */
-            if (simd && i + 2 < m)
-                for (int c = 0; c < W->k; c += 16)
-                    _mm_prefetch((const char *)(X + (size_t)(i + 2) * (size_t)ldx + c), _MM_HINT_T0);
+            if (simd && i + 2 < m) ktile_prefetch_row(X + (size_t)(i + 2) * (size_t)ldx, W->k);
 #endif
             sx[i] = qg_quant_row(X + (size_t)i * (size_t)ldx, W->k, A + (size_t)i * lda, 2 * W->kpairs, isa);
         }

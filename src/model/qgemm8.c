@@ -697,11 +697,7 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
             const float *x = X + (size_t)i * (size_t)ldx;
             uint8_t *q = A + (size_t)i * lda;
 #ifdef Q8_X86
-            /* as donto_qgemm's: X is read once, often from L3 (the rows of
-             * the previous op's other row blocks): fetch two rows ahead */
-            if (simd && i + 2 < m)
-                for (int c = 0; c < W->k; c += 16)
-                    _mm_prefetch((const char *)(x + 2 * (size_t)ldx + c), _MM_HINT_T0);
+            if (simd && i + 2 < m) ktile_prefetch_row(x + 2 * (size_t)ldx, W->k);
             if (cpu_isa_zmm(isa) && cpu_isa_vnni(isa)) {
                 sx[i] = q8_quant_row_zmm(x, W->keep, W->k, xmax, q, 4 * W->kquads, &zp[i]);
                 continue;
