@@ -50,6 +50,7 @@
 #include <immintrin.h>
 #define Q8_AVX2 __attribute__((target("avx2,fma")))
 #define Q8_AVXVNNI __attribute__((target("avx2,fma,avxvnni")))
+#define Q8_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq")))
 #define Q8_AVX512VNNI __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 #endif
 
@@ -247,8 +248,8 @@ Q8_AVX2 static float q8_quant_row_avx2(const float *x, const float *keep, int k,
 
 /* The AVX2 loop's operations 16 lanes at a time, the tail under a mask
  * (masked-off lanes read 0, which the range starts from anyway). */
-Q8_AVX512VNNI static float q8_quant_row_zmm(const float *x, const float *keep, int k, int xmax, uint8_t *q,
-                                            int kpad, int32_t *zp) {
+Q8_AVX512 static float q8_quant_row_zmm(const float *x, const float *keep, int k, int xmax, uint8_t *q,
+                                        int kpad, int32_t *zp) {
     __m512 vlo = _mm512_setzero_ps(), vhi = _mm512_setzero_ps();
     for (int c = 0; c < k; c += 16) {
         const __mmask16 m = ktile_mask16(k - c);
@@ -698,7 +699,7 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
             uint8_t *q = A + (size_t)i * lda;
 #ifdef Q8_X86
             if (simd && i + 2 < m) ktile_prefetch_row(x + 2 * (size_t)ldx, W->k);
-            if (cpu_isa_zmm(isa) && cpu_isa_vnni(isa)) {
+            if (cpu_isa_zmm(isa)) { /* any grid: xmax is a parameter */
                 sx[i] = q8_quant_row_zmm(x, W->keep, W->k, xmax, q, 4 * W->kquads, &zp[i]);
                 continue;
             }
