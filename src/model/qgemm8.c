@@ -27,8 +27,8 @@
  * (exact for k <= DONTO_QGEMM8_KMAX), so no flushes.  Micro-kernels: 6
  * rows x 16 columns in ymm (12 accumulators, 2 weight vectors, 1
  * broadcast, 1 product; the ones vector is a memory operand), 8 rows x 32
- * columns in zmm on avx512vnni (16 accumulators, 2 weight vectors, 1
- * broadcast).
+ * columns in zmm on every AVX-512 set (16 accumulators, 2 weight vectors,
+ * 1 broadcast; without VNNI also 2 products and the ones).
  *
  * On one grid every set computes the same int32 sums, the same epilogue
  * FMA and the same outlier pass, in the same order, so results are
@@ -501,20 +501,23 @@ Q8_AVX2 static void q8_tile_ymm(const q8_block_fn *blocks, const float *X, size_
         }
     }
 }
-/* ---- zmm kernels (avx512vnni) ----------------------------------------------- */
+/* ---- zmm kernels (every AVX-512 set) ------------------------------------------ */
 
 /* One k quad of a 16-column panel is 16 x 4 int8 = 64 bytes: one zmm (the
  * ymm kernels load it as two halves). A micro-tile is MR <= 8 rows x NP <= 2
  * panels: 16 zmm accumulators, each vpdpbusd 64 u8 x s8 products, twice
  * the ymm kernel's per instruction. Its int32 sums wait in acc[8][32] (row
- * i, panel q at acc + 32 i + 16 q) for the epilogue. */
+ * i, panel q at acc + 32 i + 16 q) for the epilogue. Without VNNI (the
+ * avx512 set) the same tiles run the AVX2 kernel's three steps in zmm:
+ * vpmaddubsw (u7 grid: no saturation), vpmaddwd with ones, vpaddd; 64
+ * products per 3 instructions where the int16 kernel gets 32 per 2. */
 #define Q8Z_MR 8
 _Static_assert(Q8_MT % Q8Z_MR == 0, "a task's rows are whole zmm micro-tiles");
 typedef void (*q8z_block_fn)(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride, int nquads,
                              int32_t *acc);
 
 /* MR rows x NP panels over all nquads; panel q's weights at bp + q pstride. */
-#define Q8Z_BLOCK_BODY                                                                    \
+#define Q8Z_BLOCK_BODY(MAC)                                                               \
     __m512i c[Q8Z_MR][2];                                                                 \
     const uint8_t *ar[Q8Z_MR];                                                            \
     for (int i = 0; i < MR; i++) {                                                        \
@@ -529,12 +532,14 @@ typedef void (*q8z_block_fn)(const uint8_t *a, size_t lda, const int8_t *bp, siz
             int32_t v;                                                                    \
             memcpy(&v, ar[i] + 4 * t, sizeof v);                                          \
             const __m512i x = _mm512_set1_epi32(v);                                       \
-            c[i][0] = _mm512_dpbusd_epi32(c[i][0], x, w0);                                \
-            if (NP > 1) c[i][1] = _mm512_dpbusd_epi32(c[i][1], x, w1);                    \
+            c[i][0] = MAC(c[i][0], x, w0);                                                \
+            if (NP > 1) c[i][1] = MAC(c[i][1], x, w1);                                    \
         }                                                                                 \
     }                                                                                     \
     for (int i = 0; i < MR; i++)                                                          \
         for (int q = 0; q < NP; q++) _mm512_store_si512((void *)(acc + 32 * i + 16 * q), c[i][q]);
+#define Q8Z_MAC_VNNI(c, x, w) _mm512_dpbusd_epi32((c), (x), (w))
+#define Q8Z_MAC_BW(c, x, w) _mm512_add_epi32((c), _mm512_madd_epi16(_mm512_maddubs_epi16((x), (w)), ones))
 
 /* The full 8 x 32 block in assembly, as qgemm.c's qgz_block8_asm (with
  * intrinsics GCC copies accumulators every k step). zmm0-15 accumulators
@@ -578,11 +583,60 @@ Q8_AVX512VNNI static void q8z_block8_asm(const uint8_t *a, size_t lda, const int
           "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18");
 }
 
+/* The same block without VNNI: zmm19-20 the two products, zmm21 the ones
+ * (all bits set, shifted right by 15 in each 16-bit lane). */
+#define Q8ZB_ROW(base, idx, r0, r1)                                                  \
+    "vpbroadcastd " base idx ", %%zmm18\n\t"                                          \
+    "vpmaddubsw %%zmm16, %%zmm18, %%zmm19\n\t"                                        \
+    "vpmaddubsw %%zmm17, %%zmm18, %%zmm20\n\t"                                        \
+    "vpmaddwd %%zmm21, %%zmm19, %%zmm19\n\t"                                          \
+    "vpmaddwd %%zmm21, %%zmm20, %%zmm20\n\t"                                          \
+    "vpaddd %%zmm19, %%zmm" #r0 ", %%zmm" #r0 "\n\t"                                 \
+    "vpaddd %%zmm20, %%zmm" #r1 ", %%zmm" #r1 "\n\t"
+Q8_AVX512 static void q8zb_block8_asm(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride, int nquads,
+                                      int32_t *acc) {
+    const char *pa = (const char *)a, *pb = pa + 3 * lda, *pc = pa + 6 * lda;
+    long n = nquads; /* >= 1: k >= 1 */
+    __asm__ volatile(
+        KASM_ZERO_0_15
+        "vpternlogd $0xff, %%zmm21, %%zmm21, %%zmm21\n\t"
+        "vpsrlw $15, %%zmm21, %%zmm21\n\t"
+        "1:\n\t"
+        "vmovdqa64 (%[b]), %%zmm16\n\t"
+        "vmovdqa64 (%[b],%[ps],1), %%zmm17\n\t"
+        Q8ZB_ROW("(%[pa])", "", 0, 1)
+        Q8ZB_ROW("(%[pa],", "%[s],1)", 2, 3)
+        Q8ZB_ROW("(%[pa],", "%[s],2)", 4, 5)
+        Q8ZB_ROW("(%[pb])", "", 6, 7)
+        Q8ZB_ROW("(%[pb],", "%[s],1)", 8, 9)
+        Q8ZB_ROW("(%[pb],", "%[s],2)", 10, 11)
+        Q8ZB_ROW("(%[pc])", "", 12, 13)
+        Q8ZB_ROW("(%[pc],", "%[s],1)", 14, 15)
+        "add $4, %[pa]\n\t"
+        "add $4, %[pb]\n\t"
+        "add $4, %[pc]\n\t"
+        "add $64, %[b]\n\t"
+        "dec %[n]\n\t"
+        "jnz 1b\n\t"
+        Q8Z_ST(0) Q8Z_ST(1) Q8Z_ST(2) Q8Z_ST(3) Q8Z_ST(4) Q8Z_ST(5) Q8Z_ST(6) Q8Z_ST(7)
+        Q8Z_ST(8) Q8Z_ST(9) Q8Z_ST(10) Q8Z_ST(11) Q8Z_ST(12) Q8Z_ST(13) Q8Z_ST(14) Q8Z_ST(15)
+        : [pa] "+r"(pa), [pb] "+r"(pb), [pc] "+r"(pc), [b] "+r"(bp), [n] "+r"(n)
+        : [s] "r"(lda), [ps] "r"(pstride), [f] "r"(acc)
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21");
+}
+
 #define Q8Z_DEF(R, N)                                                                                          \
     Q8_AVX512VNNI static void q8z_block_##R##_##N(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride, \
                                                  int nquads, int32_t *acc) {                                   \
         const int MR = R, NP = N;                                                                              \
-        Q8Z_BLOCK_BODY                                                                                         \
+        Q8Z_BLOCK_BODY(Q8Z_MAC_VNNI)                                                                           \
+    }                                                                                                          \
+    Q8_AVX512 static void q8zb_block_##R##_##N(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride,   \
+                                               int nquads, int32_t *acc) {                                     \
+        const int MR = R, NP = N;                                                                              \
+        const __m512i ones = _mm512_set1_epi16(1);                                                             \
+        Q8Z_BLOCK_BODY(Q8Z_MAC_BW)                                                                             \
     }
 #define Q8Z_DEF_ROWS(R) Q8Z_DEF(R, 1) Q8Z_DEF(R, 2)
 Q8Z_DEF_ROWS(1)
@@ -594,13 +648,15 @@ Q8Z_DEF_ROWS(6)
 Q8Z_DEF_ROWS(7)
 Q8Z_DEF(8, 1)
 #define q8z_block_8_2 q8z_block8_asm
-/* [rows][panels] */
+#define q8zb_block_8_2 q8zb_block8_asm
+/* [rows][panels]: with VNNI, without */
 static const q8z_block_fn q8z_blocks[Q8Z_MR + 1][3] = KTILE_TABLE_8X2(q8z_block);
+static const q8z_block_fn q8zb_blocks[Q8Z_MR + 1][3] = KTILE_TABLE_8X2(q8zb_block);
 
 /* The epilogue of q8_store_rows on NP panels of 16 columns: the same
  * operations in the same order per output, so the same bits; masked loads
  * and stores keep to the ncols (1..32) that exist. */
-Q8_AVX512VNNI static inline __attribute__((always_inline)) void q8z_store_rows(
+Q8_AVX512 static inline __attribute__((always_inline)) void q8z_store_rows(
     const int MR, const int NP, const int32_t *acc, const float *sx, const int32_t *zp, const int32_t *colsum,
     const float *sw, const float *bias, int ncols, float *y, size_t ldy, const float *x, size_t ldx,
     const donto_qweight8 *W, int j0) {
@@ -628,7 +684,7 @@ Q8_AVX512VNNI static inline __attribute__((always_inline)) void q8z_store_rows(
 
 /* Full 8-row tiles with constant counts (the outputs stay in registers),
  * the short last tile of a task with a variable row count. */
-Q8_AVX512VNNI static void q8z_store(int MR, int NP, const int32_t *acc, const float *sx, const int32_t *zp,
+Q8_AVX512 static void q8z_store(int MR, int NP, const int32_t *acc, const float *sx, const int32_t *zp,
                                     const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y,
                                     size_t ldy, const float *x, size_t ldx, const donto_qweight8 *W, int j0) {
     if (MR == Q8Z_MR && NP == 2) q8z_store_rows(Q8Z_MR, 2, acc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
@@ -638,9 +694,9 @@ Q8_AVX512VNNI static void q8z_store(int MR, int NP, const int32_t *acc, const fl
 /* One task: rows [i0, i1) x panels [p0, p1); per pair of panels the 8-row
  * micro-tiles run over all of k (the pair's weights, k x 32 bytes, stay
  * in L1); an odd last panel runs alone. */
-Q8_AVX512VNNI static void q8_tile_zmm(const float *X, size_t ldx, const uint8_t *A, size_t lda, const float *sx,
-                                      const int32_t *zp, const donto_qweight8 *W, const float *bias, float *Y,
-                                      size_t ldy, int i0, int i1, int p0, int p1) {
+Q8_AVX512 static void q8_tile_zmm(const q8z_block_fn (*blocks)[3], const float *X, size_t ldx, const uint8_t *A,
+                                  size_t lda, const float *sx, const int32_t *zp, const donto_qweight8 *W,
+                                  const float *bias, float *Y, size_t ldy, int i0, int i1, int p0, int p1) {
     _Alignas(64) int32_t acc[Q8Z_MR * 2 * Q8_NR];
     const int kq = W->kquads;
     const size_t pstride = (size_t)kq * 4 * Q8_NR;
@@ -650,7 +706,7 @@ Q8_AVX512VNNI static void q8_tile_zmm(const float *X, size_t ldx, const uint8_t 
         const int j0 = p * Q8_NR, nc = W->n - j0 < np * Q8_NR ? W->n - j0 : np * Q8_NR;
         for (int i = i0; i < i1; i += Q8Z_MR) {
             const int r = i1 - i < Q8Z_MR ? i1 - i : Q8Z_MR;
-            q8z_blocks[r][np](A + (size_t)i * lda, lda, bp, pstride, kq, acc);
+            blocks[r][np](A + (size_t)i * lda, lda, bp, pstride, kq, acc);
             q8z_store(r, np, acc, sx + i, zp + i, W->colsum + j0, W->scale + j0, bias ? bias + j0 : NULL, nc,
                       Y + (size_t)i * ldy + j0, ldy, X + (size_t)i * ldx, ldx, W, j0);
         }
@@ -717,8 +773,9 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
             const int p0 = simd ? tj * Q8_NTP : 0;
             const int p1 = simd && p0 + Q8_NTP < npanels ? p0 + Q8_NTP : npanels;
 #ifdef Q8_X86
-            if (cpu_isa_zmm(isa) && cpu_isa_vnni(isa))
-                q8_tile_zmm(X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
+            if (cpu_isa_zmm(isa))
+                q8_tile_zmm(cpu_isa_vnni(isa) ? q8z_blocks : q8zb_blocks, X, (size_t)ldx, A, lda, sx, zp, W, bias, Y,
+                            (size_t)ldy, i0, i1, p0, p1);
             else if (simd)
                 q8_tile_ymm(blocks, X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
             else
@@ -734,7 +791,7 @@ const char *donto_qgemm8_kernel_name(donto_isa isa) {
     case DONTO_ISA_AVX512BF16:
     case DONTO_ISA_AVX512VNNI: return "int8 u8 vpdpbusd zmm 8x32";
     case DONTO_ISA_AVXVNNI: return "int8 u8 vpdpbusd ymm 6x16";
-    case DONTO_ISA_AVX512:
+    case DONTO_ISA_AVX512: return "int8 u7 vpmaddubsw zmm 8x32";
     case DONTO_ISA_AVX2: return "int8 u7 vpmaddubsw ymm 6x16";
     default: return "int8 u7 portable C";
     }
