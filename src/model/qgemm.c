@@ -430,20 +430,7 @@ QG_AVXVNNI static inline __attribute__((always_inline)) void qg_block_vnni(const
     long set = first;                                                                 \
     __asm__ volatile(                                                                 \
         KASM_ZERO_0_11                                                                \
-        "1:\n\t"                                                                      \
-        "vmovdqa (%[b]), %%ymm12\n\t"                                                 \
-        "vmovdqa 32(%[b]), %%ymm13\n\t"                                               \
-        ROW("(%[pa])", "", 0, 1)                                                      \
-        ROW("(%[pa],", "%[s],1)", 2, 3)                                               \
-        ROW("(%[pa],", "%[s],2)", 4, 5)                                               \
-        ROW("(%[pb])", "", 6, 7)                                                      \
-        ROW("(%[pb],", "%[s],1)", 8, 9)                                               \
-        ROW("(%[pb],", "%[s],2)", 10, 11)                                             \
-        "add $4, %[pa]\n\t"                                                           \
-        "add $4, %[pb]\n\t"                                                           \
-        "add $64, %[b]\n\t"                                                           \
-        "dec %[n]\n\t"                                                                \
-        "jnz 1b\n\t"                                                                  \
+        KASM_LOOP_6X16(ROW)                                                           \
         "test %[set], %[set]\n\t"                                                     \
         "jz 2f\n\t"                                                                   \
         QG_ACC_ALL(QG_ACC_SET)                                                        \
@@ -675,23 +662,7 @@ QG_AVX512 static inline __attribute__((always_inline)) void qgz_store(const int 
     long set = first;                                                                 \
     __asm__ volatile(                                                                 \
         KASM_ZERO_0_15                                                                \
-        "1:\n\t"                                                                      \
-        "vmovdqa64 (%[b]), %%zmm16\n\t"                                               \
-        "vmovdqa64 (%[b],%[ps],1), %%zmm17\n\t"                                       \
-        ROW("(%[pa])", "", 0, 1)                                                      \
-        ROW("(%[pa],", "%[s],1)", 2, 3)                                               \
-        ROW("(%[pa],", "%[s],2)", 4, 5)                                               \
-        ROW("(%[pb])", "", 6, 7)                                                      \
-        ROW("(%[pb],", "%[s],1)", 8, 9)                                               \
-        ROW("(%[pb],", "%[s],2)", 10, 11)                                             \
-        ROW("(%[pc])", "", 12, 13)                                                    \
-        ROW("(%[pc],", "%[s],1)", 14, 15)                                             \
-        "add $4, %[pa]\n\t"                                                           \
-        "add $4, %[pb]\n\t"                                                           \
-        "add $4, %[pc]\n\t"                                                           \
-        "add $64, %[b]\n\t"                                                           \
-        "dec %[n]\n\t"                                                                \
-        "jnz 1b\n\t"                                                                  \
+        KASM_LOOP_8X32(ROW)                                                           \
         "test %[set], %[set]\n\t"                                                     \
         "jz 2f\n\t"                                                                   \
         QGZ_ACC_ALL(QGZ_ACC_SET)                                                      \

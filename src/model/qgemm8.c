@@ -390,20 +390,7 @@ Q8_DEF_BLOCKS(6)
     }                                                                                                                \
     __asm__ volatile(                                                                                                \
         KASM_ZERO_0_11                                                                                               \
-        "1:\n\t"                                                                                                     \
-        "vmovdqa (%[b]), %%ymm12\n\t"                                                                                \
-        "vmovdqa 32(%[b]), %%ymm13\n\t"                                                                              \
-        ROW("(%[pa])", "", 0, 1)                                                                                     \
-        ROW("(%[pa],", "%[s],1)", 2, 3)                                                                              \
-        ROW("(%[pa],", "%[s],2)", 4, 5)                                                                              \
-        ROW("(%[pb])", "", 6, 7)                                                                                     \
-        ROW("(%[pb],", "%[s],1)", 8, 9)                                                                              \
-        ROW("(%[pb],", "%[s],2)", 10, 11)                                                                            \
-        "add $4, %[pa]\n\t"                                                                                          \
-        "add $4, %[pb]\n\t"                                                                                          \
-        "add $64, %[b]\n\t"                                                                                          \
-        "dec %[n]\n\t"                                                                                               \
-        "jnz 1b\n\t"                                                                                                 \
+        KASM_LOOP_6X16(ROW)                                                                                          \
         Q8_ST(0, 0) Q8_ST(1, 32) Q8_ST(2, 64) Q8_ST(3, 96) Q8_ST(4, 128) Q8_ST(5, 160)                               \
         Q8_ST(6, 192) Q8_ST(7, 224) Q8_ST(8, 256) Q8_ST(9, 288) Q8_ST(10, 320) Q8_ST(11, 352)                        \
         : [pa] "+r"(pa), [pb] "+r"(pb), [b] "+r"(bp), [n] "+r"(n)                                                    \
@@ -569,35 +556,24 @@ typedef void (*q8z_block_fn)(const uint8_t *a, size_t lda, const int8_t *bp, siz
     "vpdpbusd %%zmm16, %%zmm18, %%zmm" #r0 "\n\t"                                     \
     "vpdpbusd %%zmm17, %%zmm18, %%zmm" #r1 "\n\t"
 #define Q8Z_ST(r) "vmovdqa32 %%zmm" #r ", " #r "*64(%[f])\n\t"
+/* SETUP runs once before the k loop (the block without VNNI makes its
+ * ones there); both blocks declare zmm0-21 clobbered. */
+#define Q8Z_BLOCK8_ASM(SETUP, ROW)                                                                                \
+    const char *pa = (const char *)a, *pb = pa + 3 * lda, *pc = pa + 6 * lda;                                    \
+    long n = nquads; /* >= 1: k >= 1 */                                                                           \
+    __asm__ volatile(                                                                                             \
+        KASM_ZERO_0_15                                                                                            \
+        SETUP                                                                                                     \
+        KASM_LOOP_8X32(ROW)                                                                                       \
+        Q8Z_ST(0) Q8Z_ST(1) Q8Z_ST(2) Q8Z_ST(3) Q8Z_ST(4) Q8Z_ST(5) Q8Z_ST(6) Q8Z_ST(7)                           \
+        Q8Z_ST(8) Q8Z_ST(9) Q8Z_ST(10) Q8Z_ST(11) Q8Z_ST(12) Q8Z_ST(13) Q8Z_ST(14) Q8Z_ST(15)                     \
+        : [pa] "+r"(pa), [pb] "+r"(pb), [pc] "+r"(pc), [b] "+r"(bp), [n] "+r"(n)                                 \
+        : [s] "r"(lda), [ps] "r"(pstride), [f] "r"(acc)                                                           \
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21");
 Q8_AVX512VNNI static void q8z_block8_asm(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride, int nquads,
                                          int32_t *acc) {
-    const char *pa = (const char *)a, *pb = pa + 3 * lda, *pc = pa + 6 * lda;
-    long n = nquads; /* >= 1: k >= 1 */
-    __asm__ volatile(
-        KASM_ZERO_0_15
-        "1:\n\t"
-        "vmovdqa64 (%[b]), %%zmm16\n\t"
-        "vmovdqa64 (%[b],%[ps],1), %%zmm17\n\t"
-        Q8Z_ROW("(%[pa])", "", 0, 1)
-        Q8Z_ROW("(%[pa],", "%[s],1)", 2, 3)
-        Q8Z_ROW("(%[pa],", "%[s],2)", 4, 5)
-        Q8Z_ROW("(%[pb])", "", 6, 7)
-        Q8Z_ROW("(%[pb],", "%[s],1)", 8, 9)
-        Q8Z_ROW("(%[pb],", "%[s],2)", 10, 11)
-        Q8Z_ROW("(%[pc])", "", 12, 13)
-        Q8Z_ROW("(%[pc],", "%[s],1)", 14, 15)
-        "add $4, %[pa]\n\t"
-        "add $4, %[pb]\n\t"
-        "add $4, %[pc]\n\t"
-        "add $64, %[b]\n\t"
-        "dec %[n]\n\t"
-        "jnz 1b\n\t"
-        Q8Z_ST(0) Q8Z_ST(1) Q8Z_ST(2) Q8Z_ST(3) Q8Z_ST(4) Q8Z_ST(5) Q8Z_ST(6) Q8Z_ST(7)
-        Q8Z_ST(8) Q8Z_ST(9) Q8Z_ST(10) Q8Z_ST(11) Q8Z_ST(12) Q8Z_ST(13) Q8Z_ST(14) Q8Z_ST(15)
-        : [pa] "+r"(pa), [pb] "+r"(pb), [pc] "+r"(pc), [b] "+r"(bp), [n] "+r"(n)
-        : [s] "r"(lda), [ps] "r"(pstride), [f] "r"(acc)
-        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18");
+    Q8Z_BLOCK8_ASM("", Q8Z_ROW)
 }
 
 /* The same block without VNNI: zmm19-20 the two products, zmm21 the ones
@@ -610,37 +586,10 @@ Q8_AVX512VNNI static void q8z_block8_asm(const uint8_t *a, size_t lda, const int
     "vpmaddwd %%zmm21, %%zmm20, %%zmm20\n\t"                                          \
     "vpaddd %%zmm19, %%zmm" #r0 ", %%zmm" #r0 "\n\t"                                 \
     "vpaddd %%zmm20, %%zmm" #r1 ", %%zmm" #r1 "\n\t"
+#define Q8ZB_ONES "vpternlogd $0xff, %%zmm21, %%zmm21, %%zmm21\n\tvpsrlw $15, %%zmm21, %%zmm21\n\t"
 Q8_AVX512 static void q8zb_block8_asm(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride, int nquads,
                                       int32_t *acc) {
-    const char *pa = (const char *)a, *pb = pa + 3 * lda, *pc = pa + 6 * lda;
-    long n = nquads; /* >= 1: k >= 1 */
-    __asm__ volatile(
-        KASM_ZERO_0_15
-        "vpternlogd $0xff, %%zmm21, %%zmm21, %%zmm21\n\t"
-        "vpsrlw $15, %%zmm21, %%zmm21\n\t"
-        "1:\n\t"
-        "vmovdqa64 (%[b]), %%zmm16\n\t"
-        "vmovdqa64 (%[b],%[ps],1), %%zmm17\n\t"
-        Q8ZB_ROW("(%[pa])", "", 0, 1)
-        Q8ZB_ROW("(%[pa],", "%[s],1)", 2, 3)
-        Q8ZB_ROW("(%[pa],", "%[s],2)", 4, 5)
-        Q8ZB_ROW("(%[pb])", "", 6, 7)
-        Q8ZB_ROW("(%[pb],", "%[s],1)", 8, 9)
-        Q8ZB_ROW("(%[pb],", "%[s],2)", 10, 11)
-        Q8ZB_ROW("(%[pc])", "", 12, 13)
-        Q8ZB_ROW("(%[pc],", "%[s],1)", 14, 15)
-        "add $4, %[pa]\n\t"
-        "add $4, %[pb]\n\t"
-        "add $4, %[pc]\n\t"
-        "add $64, %[b]\n\t"
-        "dec %[n]\n\t"
-        "jnz 1b\n\t"
-        Q8Z_ST(0) Q8Z_ST(1) Q8Z_ST(2) Q8Z_ST(3) Q8Z_ST(4) Q8Z_ST(5) Q8Z_ST(6) Q8Z_ST(7)
-        Q8Z_ST(8) Q8Z_ST(9) Q8Z_ST(10) Q8Z_ST(11) Q8Z_ST(12) Q8Z_ST(13) Q8Z_ST(14) Q8Z_ST(15)
-        : [pa] "+r"(pa), [pb] "+r"(pb), [pc] "+r"(pc), [b] "+r"(bp), [n] "+r"(n)
-        : [s] "r"(lda), [ps] "r"(pstride), [f] "r"(acc)
-        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21");
+    Q8Z_BLOCK8_ASM(Q8ZB_ONES, Q8ZB_ROW)
 }
 
 #define Q8Z_DEF(R, N)                                                                                          \
