@@ -340,17 +340,15 @@ typedef void (*q8_block_fn)(const uint8_t *a, size_t lda, const int8_t *bp, int 
     _mm256_add_epi32((c), _mm256_madd_epi16(_mm256_maddubs_epi16((x), (w)), _mm256_load_si256((const __m256i *)q8_ones)))
 #define Q8_MAC_AVXVNNI(c, x, w) _mm256_dpbusd_avx_epi32((c), (x), (w))
 
-/* Every tile height but the full one (the assembly blocks below); the
- * unused attribute keeps the 6-row twins of the assembly blocks quiet. */
+/* Tiles of 1 to 5 rows; the full 6-row tile is in assembly (below). */
 #define Q8_DEF_BLOCKS(R)                                                                                          \
-    Q8_AVX2 __attribute__((unused)) static void q8_block_avx2_##R(const uint8_t *a, size_t lda, const int8_t *bp, \
-                                                                  int nquads, int32_t acc[Q8_MR][Q8_NR]) {         \
+    Q8_AVX2 static void q8_block_avx2_##R(const uint8_t *a, size_t lda, const int8_t *bp, int nquads,            \
+                                          int32_t acc[Q8_MR][Q8_NR]) {                                            \
         const int MR = R;                                                                                         \
         Q8_BLOCK_BODY(Q8_MAC_AVX2)                                                                                \
     }                                                                                                             \
-    Q8_AVXVNNI __attribute__((unused)) static void q8_block_avxvnni_##R(const uint8_t *a, size_t lda,             \
-                                                                        const int8_t *bp, int nquads,             \
-                                                                        int32_t acc[Q8_MR][Q8_NR]) {              \
+    Q8_AVXVNNI static void q8_block_avxvnni_##R(const uint8_t *a, size_t lda, const int8_t *bp, int nquads,        \
+                                                int32_t acc[Q8_MR][Q8_NR]) {                                      \
         const int MR = R;                                                                                         \
         Q8_BLOCK_BODY(Q8_MAC_AVXVNNI)                                                                             \
     }
@@ -359,7 +357,6 @@ Q8_DEF_BLOCKS(2)
 Q8_DEF_BLOCKS(3)
 Q8_DEF_BLOCKS(4)
 Q8_DEF_BLOCKS(5)
-Q8_DEF_BLOCKS(6)
 
 /* The 6-row blocks in assembly (as qgemm.c's int16 kernels: with
  * intrinsics GCC hoists the broadcasts and spills accumulators; the
