@@ -28,7 +28,66 @@ static isa_sets g_isa; /* the kernel sets run here (isa_sets.h) */
 
 static long rclamp(long r, long lo, long hi) { return r < lo ? lo : r > hi ? hi : r; }
 
-/* The documented scheme, spelled out on unpacked data. */
+/* The documented scheme with weight scales per row and group of k
+ * (qgemm.h, donto_qweight8_init_ex), spelled out on unpacked data. */
+static void ref_qgemm8_group(const float *X, int m, int k, int ldx, const float *W, int n, const int *out, int nout,
+                             int group, const float *bias, int xmax, float *R, int ldy) {
+    const int ng = (k + group - 1) / group;
+    char *isout = calloc((size_t)k, 1);
+    for (int o = 0; o < nout; o++) isout[out[o]] = 1;
+    int8_t *wq = malloc((size_t)n * k);
+    float *sw = malloc(sizeof(float) * n * ng), *corr = malloc(sizeof(float) * n);
+    for (int j = 0; j < n; j++) {
+        corr[j] = 0;
+        for (int g = 0; g < ng; g++) {
+            const int c0 = g * group, c1 = c0 + group < k ? c0 + group : k;
+            float amax = 0;
+            for (int c = c0; c < c1; c++)
+                if (!isout[c] && fabsf(W[(size_t)j * k + c]) > amax) amax = fabsf(W[(size_t)j * k + c]);
+            float inv = amax >= 1e-30f ? (float)DONTO_QGEMM8_WMAX / amax : 0;
+            sw[j * ng + g] = amax >= 1e-30f ? amax / (float)DONTO_QGEMM8_WMAX : 0;
+            int32_t cs = 0;
+            for (int c = c0; c < c1; c++) {
+                long r = isout[c] ? 0 : rclamp(lrintf(W[(size_t)j * k + c] * inv), -DONTO_QGEMM8_WMAX, DONTO_QGEMM8_WMAX);
+                wq[(size_t)j * k + c] = (int8_t)r;
+                cs += (int32_t)r;
+            }
+            corr[j] = fmaf((float)cs, sw[j * ng + g], corr[j]);
+        }
+    }
+    uint8_t *xq = malloc((size_t)k);
+    for (int i = 0; i < m; i++) {
+        const float *x = X + (size_t)i * ldx;
+        float lo = 0, hi = 0;
+        for (int c = 0; c < k; c++) {
+            float v = isout[c] ? 0.0f : x[c];
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+        float range = hi - lo, inv = 0, sx = 0;
+        int32_t zp = 0;
+        if (range >= 1e-30f) {
+            inv = (float)xmax / range;
+            sx = range / (float)xmax;
+            zp = (int32_t)lrintf(-lo * inv);
+        }
+        for (int c = 0; c < k; c++) xq[c] = (uint8_t)rclamp(lrintf((isout[c] ? 0.0f : x[c]) * inv) + zp, 0, xmax);
+        for (int j = 0; j < n; j++) {
+            float f = 0;
+            for (int g = 0; g < ng; g++) {
+                int32_t s = 0;
+                for (int c = g * group; c < k && c < (g + 1) * group; c++) s += (int32_t)xq[c] * wq[(size_t)j * k + c];
+                f = fmaf((float)s, sw[j * ng + g], f);
+            }
+            float y = fmaf(fmaf(-(float)zp, corr[j], f), sx, bias ? bias[j] : 0.0f);
+            for (int o = 0; o < nout; o++) y = fmaf(x[out[o]], W[(size_t)j * k + out[o]], y);
+            R[(size_t)i * ldy + j] = y;
+        }
+    }
+    free(isout), free(wq), free(sw), free(corr), free(xq);
+}
+
+/* The documented scheme (weight scales per row), spelled out on unpacked data. */
 static void ref_qgemm8(const float *X, int m, int k, int ldx, const float *W, int n, const int *out, int nout,
                        const float *bias, int xmax, float *R, int ldy) {
     char *isout = calloc((size_t)k, 1);
@@ -97,7 +156,8 @@ static void pick_outliers(int k, int *out, int nout) {
     for (int o = 0; o < nout; o++) out[o] = (int)(((long)o * 7919 + 13) % k);
 }
 
-static void run_case(int m, int n, int k, int ldx_pad, int ldy_pad, int use_bias, int nout, int nthreads) {
+static void run_case_ex(int m, int n, int k, int ldx_pad, int ldy_pad, int use_bias, int nout, int nthreads,
+                        int group) {
     const int ldx = k + ldx_pad, ldy = n + ldy_pad;
     float *X = malloc(sizeof(float) * (size_t)m * ldx), *W = malloc(sizeof(float) * (size_t)n * k);
     float *bias = malloc(sizeof(float) * n);
@@ -117,7 +177,9 @@ static void run_case(int m, int n, int k, int ldx_pad, int ldy_pad, int use_bias
     float *R = malloc(sizeof(float) * (size_t)m * ldy), *P = malloc(sizeof(float) * (size_t)m * ldy),
           *Y = malloc(sizeof(float) * (size_t)m * ldy);
     donto_qweight8 qw;
-    CHECK(donto_qweight8_init(&qw, W, n, k, out, nout, NULL) == 0, "init %dx%d", n, k);
+    CHECK(donto_qweight8_init_ex(&qw, W, n, k, out, nout, group, NULL) == 0, "init %dx%d", n, k);
+    if (group && m > 2) /* a zero row */
+        for (int c = 0; c < k; c++) X[2 * (size_t)ldx + c] = 0.0f;
     char *scratch = malloc(donto_qgemm8_scratch_size(m, k) + 3);
     /* Both activation grids: u7 (every set) and u8 (the VNNI sets; the
      * others run the portable path on it) */
@@ -125,18 +187,21 @@ static void run_case(int m, int n, int k, int ldx_pad, int ldy_pad, int use_bias
     for (int g = 0; g < 2; g++) {
         const int xmax = grids[g];
         for (size_t e = 0; e < (size_t)m * ldy; e++) R[e] = P[e] = Y[e] = -7.0f;
-        ref_qgemm8(X, m, k, ldx, W, n, out, nout, use_bias ? bias : NULL, xmax, R, ldy);
+        if (group)
+            ref_qgemm8_group(X, m, k, ldx, W, n, out, nout, group, use_bias ? bias : NULL, xmax, R, ldy);
+        else
+            ref_qgemm8(X, m, k, ldx, W, n, out, nout, use_bias ? bias : NULL, xmax, R, ldy);
         donto_qgemm8_grid(X, m, k, ldx, &qw, use_bias ? bias : NULL, P, ldy, scratch + 3, nthreads,
                           DONTO_ISA_PORTABLE, xmax);
-        CHECK(memcmp(R, P, sizeof(float) * (size_t)m * ldy) == 0, "portable != reference m%d n%d k%d nout%d xmax%d",
-              m, n, k, nout, xmax);
+        CHECK(memcmp(R, P, sizeof(float) * (size_t)m * ldy) == 0,
+              "portable != reference m%d n%d k%d nout%d group%d xmax%d", m, n, k, nout, group, xmax);
         for (int t = 0; t < g_isa.n; t++) {
             for (size_t e = 0; e < (size_t)m * ldy; e++) Y[e] = -7.0f;
             donto_qgemm8_grid(X, m, k, ldx, &qw, use_bias ? bias : NULL, Y, ldy, scratch + 3, nthreads,
                               g_isa.set[t], xmax);
             int same = memcmp(P, Y, sizeof(float) * (size_t)m * ldy) == 0;
-            CHECK(same, "set %s != portable m%d n%d k%d nout%d threads %d xmax %d", donto_isa_name(g_isa.set[t]), m,
-                  n, k, nout, nthreads, xmax);
+            CHECK(same, "set %s != portable m%d n%d k%d nout%d group%d threads %d xmax %d",
+                  donto_isa_name(g_isa.set[t]), m, n, k, nout, group, nthreads, xmax);
             if (xmax == donto_qgemm8_xmax(g_isa.set[t])) {
                 g_isa.same[g_isa.set[t]] += same;
                 /* the set's own grid is what donto_qgemm8_isa runs */
@@ -151,6 +216,10 @@ static void run_case(int m, int n, int k, int ldx_pad, int ldy_pad, int use_bias
     free(scratch);
     donto_qweight8_free(&qw);
     free(X), free(W), free(bias), free(R), free(P), free(Y);
+}
+
+static void run_case(int m, int n, int k, int ldx_pad, int ldy_pad, int use_bias, int nout, int nthreads) {
+    run_case_ex(m, n, k, ldx_pad, ldy_pad, use_bias, nout, nthreads, 0);
 }
 
 static void test_shapes(void) {
@@ -169,6 +238,25 @@ static void test_shapes(void) {
     run_case(130, 1536, 384, 0, 0, 1, 8, 1);
     run_case(70, 384, 1536, 0, 0, 1, 8, 2);
     run_case(70, 384, 1536, 3, 1, 1, DONTO_QGEMM8_MAXOUT, 0);
+}
+
+/* Weight scales per group of k: groups that do and do not divide k (a
+ * last short group), one quad per group, groups over all of k, 64 (the
+ * VNNI zmm kernel's unrolled groups) with k a multiple of it or not; the
+ * zmm tiles of 6 rows (VNNI) and of 8, one or two panels. */
+static void test_groups(void) {
+    const int ms[] = {1, 5, 6, 7, 12, 13, 25, 49};
+    const int ns[] = {17, 32, 33, 130};
+    const int ks[] = {5, 33, 64, 200, 384};
+    const int gs[] = {4, 8, 64, 128, 512};
+    int v = 0;
+    for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (size_t c = 0; c < sizeof ks / sizeof *ks; c++, v++)
+                run_case_ex(ms[a], ns[b], ks[c], v % 3, (v % 2) * 5, v % 2, (v % 4) * 3, 1, gs[(a + b + c) % 5]);
+    run_case_ex(70, 384, 1536, 0, 0, 1, 8, 1, 64);
+    run_case_ex(70, 384, 1536, 1, 2, 1, 8, 2, 128);
+    run_case_ex(61, 1152, 384, 0, 0, 1, 0, 1, 64);
 }
 
 /* Extremes: saturation-prone inputs (every x at the grid ends, every |w| at
@@ -255,6 +343,39 @@ static void test_error(void) {
     free(X), free(W), free(Y);
 }
 
+/* Accuracy of the weight scale groups: when the size of a row's weights
+ * varies along k (here by 30x between groups of 64 channels), scales per
+ * group keep the small ones off a grid set by the large ones. */
+static void test_group_error(void) {
+    const int m = 48, n = 64, k = 384;
+    float *X = malloc(sizeof(float) * m * k), *W = malloc(sizeof(float) * n * k), *Y = malloc(sizeof(float) * m * n);
+    fill(X, m, k, k, W, n, NULL, 0);
+    for (int j = 0; j < n; j++)
+        for (int c = 0; c < k; c++) W[(size_t)j * k + c] *= (c / 64 + j) % 6 ? 0.033f : 1.0f;
+    void *scratch = malloc(donto_qgemm8_scratch_size(m, k));
+    double rel[2];
+    for (int v = 0; v < 2; v++) {
+        donto_qweight8 qw;
+        CHECK(donto_qweight8_init_ex(&qw, W, n, k, NULL, 0, v ? 64 : 0, NULL) == 0, "init");
+        donto_qgemm8_grid(X, m, k, k, &qw, NULL, Y, n, scratch, 1, DONTO_ISA_PORTABLE, DONTO_QGEMM8_XMAX_VNNI);
+        double num = 0, den = 0;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double e = 0;
+                for (int c = 0; c < k; c++) e += (double)X[(size_t)i * k + c] * W[(size_t)j * k + c];
+                num += (Y[(size_t)i * n + j] - e) * (Y[(size_t)i * n + j] - e);
+                den += e * e;
+            }
+        rel[v] = sqrt(num / den);
+        donto_qweight8_free(&qw);
+    }
+    fprintf(stderr, "int8 relative error, weights of group-varying size: %.3g per row, %.3g per group of 64\n", rel[0],
+            rel[1]);
+    CHECK(rel[1] < rel[0] * 0.6, "group scales: %.3g vs per row %.3g", rel[1], rel[0]);
+    free(scratch);
+    free(X), free(W), free(Y);
+}
+
 static void test_init_errors(void) {
     donto_qweight8 q;
     float w[8] = {0, 1, 2, 3, 4, 5, 6, NAN};
@@ -264,6 +385,9 @@ static void test_init_errors(void) {
     CHECK(donto_qweight8_init(&q, w, 1, 4, o2, 2, NULL) == -1 && q.packed == NULL, "repeated outlier");
     CHECK(donto_qweight8_init(&q, w, 1, 4, o1, 1, NULL) == -1 && q.packed == NULL, "outlier out of range");
     CHECK(donto_qweight8_init(&q, w, 1, 4, o1, DONTO_QGEMM8_MAXOUT + 1, NULL) == -1, "too many outliers");
+    CHECK(donto_qweight8_init_ex(&q, w, 1, 4, NULL, 0, 6, NULL) == -1 && q.packed == NULL, "group not of quads");
+    CHECK(donto_qweight8_init_ex(&q, w, 1, 4, NULL, 0, DONTO_QGEMM8_GMAX + 4, NULL) == -1, "group too large");
+    CHECK(donto_qweight8_init_ex(&q, w, 1, 4, NULL, 0, -4, NULL) == -1, "negative group");
     donto_qweight8_free(&q);
 }
 
@@ -272,8 +396,10 @@ int main(void) {
     isa_sets_find(&g_isa);
     test_init_errors();
     test_shapes();
+    test_groups();
     test_extremes();
     test_error();
+    test_group_error();
     isa_sets_report(&g_isa, donto_qgemm8_kernel_name);
     return check_report("test_qgemm8");
 }

@@ -273,15 +273,25 @@ static int calibrate_int8(donto_encoder *e, donto_err *err) {
         int n = donto_tokenizer_encode(e->tok, int8_calib_texts[i], strlen(int8_calib_texts[i]), ids + off[ns], lim);
         if (n > 0) off[ns + 1] = off[ns] + n, ns++;
     }
-    /* DONTO_INT8_OUTLIERS: outlier channels per Linear (for experiments). */
-    int nout = DONTO_INT8_NOUT;
+    /* The scheme of the kernel set (quant.h), or for experiments:
+     * DONTO_INT8_OUTLIERS, outlier channels per Linear; DONTO_INT8_KEEP16,
+     * bitmask of the matrices kept at int16 (0: none) */
+    bert_int8_scheme sch;
+    bert_int8_default_scheme(e->isa, &sch);
     const char *env = getenv("DONTO_INT8_OUTLIERS");
-    if (env && *env) nout = atoi(env);
-    /* DONTO_INT8_KEEP16: bitmask of the matrices kept at int16 (experiments;
-     * default FFN-out, quant.h; 0 for pure int8). */
-    unsigned keep16 = DONTO_INT8_KEEP16_DEFAULT;
-    if ((env = getenv("DONTO_INT8_KEEP16")) && *env) keep16 = (unsigned)strtoul(env, NULL, 0);
-    int rc = bert_quant_init8(&e->quant, e->w, e->isa, ids, off, ns, nout, keep16, err);
+    if (env && *env) sch.nout = atoi(env);
+    if ((env = getenv("DONTO_INT8_KEEP16")) && *env) sch.keep16 = (unsigned)strtoul(env, NULL, 0);
+    /* DONTO_INT8_GROUP: weight scale groups per matrix ("a,b,c,d"; one
+     * value: all four) */
+    if ((env = getenv("DONTO_INT8_GROUP")) && *env) {
+        int *g = sch.group, got = sscanf(env, "%d,%d,%d,%d", &g[0], &g[1], &g[2], &g[3]);
+        if (got == 1) g[1] = g[2] = g[3] = g[0];
+        else if (got != 4) {
+            free(ids);
+            return donto_seterr(err, "DONTO_INT8_GROUP=%s: want one number or four, comma separated", env);
+        }
+    }
+    int rc = bert_quant_init8(&e->quant, e->w, e->isa, ids, off, ns, &sch, err);
     free(ids);
     return rc;
 }

@@ -147,6 +147,13 @@ typedef struct donto_qweight8 {
     int nout;
     int *out_idx;    /* [nout] outlier input channels */
     float *out_w;    /* [nout][npanels * 16] their fp32 weights (0 in padding) */
+    /* Finer weight scales (donto_qweight8_init_ex, group > 0): one per
+     * output row and group of `group` input channels; the kernel flushes its
+     * int32 sums to fp32 after every group. */
+    int group;        /* 0: one scale per row (scale, colsum above) */
+    int ngroups;      /* ceil(k / group); 1 when group is 0 */
+    float *gscale;    /* [ngroups][npanels * 16] dequant scale per row and group */
+    float *gcorr;     /* [npanels * 16] the zero point's weight: sum over g of gcolsum * gscale */
 } donto_qweight8;
 
 /* Quantize and pack W (row-major [n, k], finite) with input channels
@@ -154,6 +161,19 @@ typedef struct donto_qweight8 {
  * Returns 0, or -1 with err set; on failure *q is zeroed. */
 int donto_qweight8_init(donto_qweight8 *q, const float *W, int n, int k, const int *outliers, int nout,
                         donto_err *err);
+/* The same, with weight scales per group of `group` input channels (0: per
+ * row; else a multiple of 4, at most DONTO_QGEMM8_GMAX):
+ *   w[j, c] = gscale[g][j] * q (g = c / group, |q| <= WMAX over the group's
+ *   ordinary channels), gcolsum[g][j] = the group's sum of q,
+ *   gcorr[j] = fma(gcolsum[g][j], gscale[g][j], ...) over g in order, from 0;
+ * per output
+ *   f = 0; for each group g in order: f = fma(float(acc_g), gscale[g][j], f)
+ *   y = fma(fma(-zp, gcorr[j], f), sx, bias[j])
+ * (float(acc_g) is exact: |acc_g| < 2^24), then the static outliers as in
+ * the row scheme. */
+#define DONTO_QGEMM8_GMAX 512 /* group * 255 * 127 < 2^24 */
+int donto_qweight8_init_ex(donto_qweight8 *q, const float *W, int n, int k, const int *outliers, int nout,
+                           int group, donto_err *err);
 void donto_qweight8_free(donto_qweight8 *q);
 size_t donto_qgemm8_scratch_size(int m, int k);
 /* As donto_qgemm_isa, on the int8 path, with the activation grid of the
@@ -171,6 +191,9 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
                        int ldy, void *scratch, int nthreads, donto_isa isa, int xmax);
 /* "int8 u7 vpmaddubsw ymm 6x16" etc. (the grid, then the kernel) */
 const char *donto_qgemm8_kernel_name(donto_isa isa);
+/* The same for weights with scale groups (on the VNNI zmm sets a 6 x 32
+ * tile that flushes its groups in registers). */
+const char *donto_qgemm8_group_kernel_name(donto_isa isa);
 /* Quantized weight of row j, column c. */
 int donto_qweight8_get(const donto_qweight8 *q, int j, int c);
 

@@ -70,9 +70,12 @@ static size_t q8_lda(int k) {
     return (kq + 31) & ~(size_t)31;
 }
 
+/* Scratch: A [m][lda] u8, then per row sx and zp. */
+static size_t q8_al(size_t b) { return (b + 63) & ~(size_t)63; }
+
 size_t donto_qgemm8_scratch_size(int m, int k) {
     if (m <= 0 || k <= 0) return 64;
-    return 64 + (((size_t)m * q8_lda(k) + 63) & ~(size_t)63) + 2 * (((size_t)m * 4 + 63) & ~(size_t)63);
+    return 64 + q8_al((size_t)m * q8_lda(k)) + 2 * q8_al((size_t)m * 4);
 }
 
 /* ---- weights ---------------------------------------------------------- */
@@ -89,12 +92,22 @@ void donto_qweight8_free(donto_qweight8 *q) {
     free(q->keep);
     free(q->out_idx);
     free(q->out_w);
+    free(q->gscale);
+    free(q->gcorr);
     memset(q, 0, sizeof *q);
 }
 
 int donto_qweight8_init(donto_qweight8 *q, const float *W, int n, int k, const int *outliers, int nout,
                         donto_err *err) {
+    return donto_qweight8_init_ex(q, W, n, k, outliers, nout, 0, err);
+}
+
+int donto_qweight8_init_ex(donto_qweight8 *q, const float *W, int n, int k, const int *outliers, int nout,
+                           int group, donto_err *err) {
     memset(q, 0, sizeof *q);
+    if (group < 0 || group % 4 || group > DONTO_QGEMM8_GMAX)
+        return donto_seterr(err, "qweight8: weight group %d (0, or a multiple of 4 up to %d)", group,
+                            DONTO_QGEMM8_GMAX);
     if (n <= 0 || k <= 0 || k > DONTO_QGEMM8_KMAX)
         return donto_seterr(err, "qweight8: bad shape [%d, %d] (k <= %d)", n, k, DONTO_QGEMM8_KMAX);
     if (!W) return donto_seterr(err, "qweight8: no weights for shape [%d, %d]", n, k);
@@ -103,6 +116,18 @@ int donto_qweight8_init(donto_qweight8 *q, const float *W, int n, int k, const i
     const int kquads = (int)(((long)k + 3) / 4), npanels = (int)(((long)n + Q8_NR - 1) / Q8_NR);
     const size_t npad = (size_t)npanels * Q8_NR, nval = npad * (size_t)kquads * 4;
     q->n = n, q->k = k, q->kquads = kquads, q->npanels = npanels, q->nout = nout;
+    q->group = group, q->ngroups = group ? (k + group - 1) / group : 1;
+    const size_t ng = (size_t)q->ngroups;
+    if (group) {
+        q->gscale = donto_aligned_alloc(ng * npad * sizeof(float));
+        q->gcorr = donto_aligned_alloc(npad * sizeof(float));
+        if (!q->gscale || !q->gcorr) {
+            donto_qweight8_free(q);
+            return donto_seterr(err, "qweight8: out of memory packing [%d, %d]", n, k);
+        }
+        memset(q->gscale, 0, ng * npad * sizeof(float));
+        memset(q->gcorr, 0, npad * sizeof(float));
+    }
     q->packed = donto_aligned_alloc(nval);
     q->scale = donto_aligned_alloc(npad * sizeof(float));
     q->colsum = donto_aligned_alloc(npad * sizeof(int32_t));
@@ -138,17 +163,37 @@ int donto_qweight8_init(donto_qweight8 *q, const float *W, int n, int k, const i
             float a = fabsf(row[c]) * q->keep[c];
             if (a > amax) amax = a;
         }
-        const float inv = amax >= Q8_TINY ? (float)DONTO_QGEMM8_WMAX / amax : 0.0f;
-        q->scale[j] = amax >= Q8_TINY ? amax / (float)DONTO_QGEMM8_WMAX : 0.0f;
         int32_t cs = 0;
-        for (int c = 0; c < k; c++) {
-            long r = q->keep[c] != 0.0f ? lrintf(row[c] * inv) : 0;
-            if (r > DONTO_QGEMM8_WMAX) r = DONTO_QGEMM8_WMAX;
-            if (r < -DONTO_QGEMM8_WMAX) r = -DONTO_QGEMM8_WMAX;
-            q->packed[q8_widx(kquads, j, c)] = (int8_t)r;
-            cs += (int32_t)r;
+        float gcorr = 0.0f;
+        /* per row (group 0: one group of all k), or per group of k */
+        const int gk = group ? group : k;
+        for (int g = 0, c0 = 0; c0 < k; g++, c0 += gk) {
+            const int c1 = c0 + gk < k ? c0 + gk : k;
+            float gmax = 0.0f;
+            for (int c = c0; c < c1; c++) {
+                const float a = fabsf(row[c]) * q->keep[c];
+                if (a > gmax) gmax = a;
+            }
+            const float inv = gmax >= Q8_TINY ? (float)DONTO_QGEMM8_WMAX / gmax : 0.0f;
+            const float sc = gmax >= Q8_TINY ? gmax / (float)DONTO_QGEMM8_WMAX : 0.0f;
+            int32_t gcs = 0;
+            for (int c = c0; c < c1; c++) {
+                long r = q->keep[c] != 0.0f ? lrintf(row[c] * inv) : 0;
+                if (r > DONTO_QGEMM8_WMAX) r = DONTO_QGEMM8_WMAX;
+                if (r < -DONTO_QGEMM8_WMAX) r = -DONTO_QGEMM8_WMAX;
+                q->packed[q8_widx(kquads, j, c)] = (int8_t)r;
+                gcs += (int32_t)r;
+            }
+            cs += gcs;
+            if (group) {
+                q->gscale[(size_t)g * npad + j] = sc;
+                gcorr = fmaf((float)gcs, sc, gcorr); /* |gcs| <= 512 * 127: exact */
+            } else {
+                q->scale[j] = sc;
+            }
         }
         q->colsum[j] = cs;
+        if (group) q->gcorr[j] = gcorr;
         for (int o = 0; o < nout; o++) q->out_w[(size_t)o * npad + j] = row[outliers[o]];
     }
     return 0;
@@ -157,6 +202,7 @@ int donto_qweight8_init(donto_qweight8 *q, const float *W, int n, int k, const i
 int donto_qweight8_get(const donto_qweight8 *q, int j, int c) { return q->packed[q8_widx(q->kquads, j, c)]; }
 
 /* ---- activations -------------------------------------------------------- */
+
 
 /* Grid of a row from its range (xmax + 1 levels); returns the dequant
  * scale, sets inv, zp. */
@@ -194,6 +240,7 @@ static float q8_quant_row_scalar(const float *x, const float *keep, int k, int x
     for (; c < kpad; c++) q[c] = 0;
     return s;
 }
+
 
 #ifdef Q8_X86
 /* The range [lo, hi] (from 0) of n lanes' minima tl and maxima th, in lane
@@ -275,33 +322,48 @@ Q8_AVX512 static float q8_quant_row_zmm(const float *x, const float *keep, int k
     for (int c = k; c < kpad; c++) q[c] = 0;
     return s;
 }
+
 #endif
 
 /* ---- portable path ---------------------------------------------------------- */
 
+/* The int32 sums of one row and panel over quads [t0, t1). */
+static void q8_sums_portable(const uint8_t *a, const int8_t *bp, int t0, int t1, int32_t s[Q8_NR]) {
+    for (int c = 0; c < Q8_NR; c++) s[c] = 0;
+    for (int t = t0; t < t1; t++) {
+        const int32_t x0 = a[4 * t], x1 = a[4 * t + 1], x2 = a[4 * t + 2], x3 = a[4 * t + 3];
+        const int8_t *b = bp + (size_t)t * 4 * Q8_NR;
+        for (int c = 0; c < Q8_NR; c++) s[c] += x0 * b[4 * c] + x1 * b[4 * c + 1] + x2 * b[4 * c + 2] + x3 * b[4 * c + 3];
+    }
+}
+
 static void q8_tile_portable(const float *X, size_t ldx, const uint8_t *A, size_t lda, const float *sx,
                              const int32_t *zp, const donto_qweight8 *W, const float *bias, float *Y, size_t ldy,
                              int i0, int i1) {
-    const int kq = W->kquads;
+    const int kq = W->kquads, gq = W->group ? W->group / 4 : kq;
+    const size_t npad = (size_t)W->npanels * Q8_NR;
     for (int i = i0; i < i1; i++) {
         const uint8_t *a = A + (size_t)i * lda;
         for (int p = 0; p < W->npanels; p++) {
             const int8_t *bp = W->packed + (size_t)p * kq * 4 * Q8_NR;
-            int32_t s[Q8_NR] = {0};
-            for (int t = 0; t < kq; t++) {
-                const int32_t x0 = a[4 * t], x1 = a[4 * t + 1], x2 = a[4 * t + 2], x3 = a[4 * t + 3];
-                const int8_t *b = bp + (size_t)t * 4 * Q8_NR;
-                for (int c = 0; c < Q8_NR; c++)
-                    s[c] += x0 * b[4 * c] + x1 * b[4 * c + 1] + x2 * b[4 * c + 2] + x3 * b[4 * c + 3];
-            }
             const int j0 = p * Q8_NR, nc = W->n - j0 < Q8_NR ? W->n - j0 : Q8_NR;
-            const size_t npad = (size_t)W->npanels * Q8_NR;
+            int32_t s[Q8_NR];
+            float f[Q8_NR] = {0}, *yr = Y + (size_t)i * ldy + j0;
+            if (W->group)
+                for (int g = 0, t0 = 0; t0 < kq; g++, t0 += gq) {
+                    q8_sums_portable(a, bp, t0, t0 + gq < kq ? t0 + gq : kq, s);
+                    const float *gsc = W->gscale + (size_t)g * npad + j0;
+                    for (int c = 0; c < nc; c++) f[c] = fmaf((float)s[c], gsc[c], f[c]);
+                }
+            else
+                q8_sums_portable(a, bp, 0, kq, s);
             for (int c = 0; c < nc; c++) {
-                float y = fmaf((float)(s[c] - zp[i] * W->colsum[j0 + c]), sx[i] * W->scale[j0 + c],
-                               bias ? bias[j0 + c] : 0.0f);
+                float y = W->group ? fmaf(fmaf(-(float)zp[i], W->gcorr[j0 + c], f[c]), sx[i], bias ? bias[j0 + c] : 0.0f)
+                                   : fmaf((float)(s[c] - zp[i] * W->colsum[j0 + c]), sx[i] * W->scale[j0 + c],
+                                          bias ? bias[j0 + c] : 0.0f);
                 for (int o = 0; o < W->nout; o++)
                     y = fmaf(X[(size_t)i * ldx + W->out_idx[o]], W->out_w[(size_t)o * npad + j0 + c], y);
-                Y[(size_t)i * ldy + j0 + c] = y;
+                yr[c] = y;
             }
         }
     }
@@ -424,9 +486,9 @@ static const q8_block_fn q8_blocks_avxvnni[Q8_MR + 1] = {NULL,
  * that loop was 7% of the int8 forward); every output still gets its FMAs
  * in list order, so the bits are those of the portable path. */
 Q8_AVX2 static inline __attribute__((always_inline)) void q8_store_rows(
-    const int MR, int32_t acc[Q8_MR][Q8_NR], const float *sx, const int32_t *zp, const int32_t *colsum,
-    const float *sw, const float *bias, int ncols, float *y, size_t ldy, const float *x, size_t ldx,
-    const donto_qweight8 *W, int j0) {
+    const int MR, int32_t acc[Q8_MR][Q8_NR], float facc[Q8_MR][Q8_NR], const float *sx, const int32_t *zp,
+    const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y, size_t ldy, const float *x,
+    size_t ldx, const donto_qweight8 *W, int j0) {
     const size_t npad = (size_t)W->npanels * Q8_NR;
     const __m256 sw0 = _mm256_load_ps(sw), sw1 = _mm256_load_ps(sw + 8);
     const __m256i cs0 = _mm256_load_si256((const __m256i *)colsum), cs1 = _mm256_load_si256((const __m256i *)(colsum + 8));
@@ -440,6 +502,13 @@ Q8_AVX2 static inline __attribute__((always_inline)) void q8_store_rows(
     __m256 y0[Q8_MR], y1[Q8_MR];
     for (int i = 0; i < MR; i++) {
         const __m256 s = _mm256_set1_ps(sx[i]);
+        if (facc) { /* group scales: (f - zp * gcorr) * sx + bias */
+            const __m256 z = _mm256_set1_ps((float)zp[i]);
+            y0[i] = _mm256_fmadd_ps(_mm256_fnmadd_ps(z, _mm256_loadu_ps(W->gcorr + j0), _mm256_load_ps(facc[i])), s, b0);
+            y1[i] = _mm256_fmadd_ps(_mm256_fnmadd_ps(z, _mm256_loadu_ps(W->gcorr + j0 + 8), _mm256_load_ps(facc[i] + 8)),
+                                    s, b1);
+            continue;
+        }
         const __m256i z = _mm256_set1_epi32(zp[i]);
         const __m256i a0 = _mm256_sub_epi32(_mm256_load_si256((const __m256i *)acc[i]), _mm256_mullo_epi32(z, cs0));
         const __m256i a1 =
@@ -472,21 +541,36 @@ Q8_AVX2 static inline __attribute__((always_inline)) void q8_store_rows(
 
 /* Full 6-row tiles with a constant row count (the accumulators stay in
  * registers), the short last tile of a task with a variable one. */
-Q8_AVX2 static void q8_store(int MR, int32_t acc[Q8_MR][Q8_NR], const float *sx, const int32_t *zp,
-                             const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y,
-                             size_t ldy, const float *x, size_t ldx, const donto_qweight8 *W, int j0) {
-    if (MR == Q8_MR) q8_store_rows(Q8_MR, acc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
-    else q8_store_rows(MR, acc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
+Q8_AVX2 static void q8_store(int MR, int32_t acc[Q8_MR][Q8_NR], float facc[Q8_MR][Q8_NR], const float *sx,
+                             const int32_t *zp, const int32_t *colsum, const float *sw, const float *bias, int ncols,
+                             float *y, size_t ldy, const float *x, size_t ldx, const donto_qweight8 *W, int j0) {
+    if (MR == Q8_MR) q8_store_rows(Q8_MR, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
+    else q8_store_rows(MR, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
+}
+
+/* Group scales: f += float(acc) * gscale for MR rows x 16 columns, as the
+ * portable path (float(acc) is exact). */
+Q8_AVX2 static void q8_flush(int MR, int32_t acc[Q8_MR][Q8_NR], const float *gsc, int first, float f[Q8_MR][Q8_NR]) {
+    const __m256 sc0 = _mm256_loadu_ps(gsc), sc1 = _mm256_loadu_ps(gsc + 8);
+    for (int i = 0; i < MR; i++) {
+        const __m256 a0 = _mm256_cvtepi32_ps(_mm256_load_si256((const __m256i *)acc[i]));
+        const __m256 a1 = _mm256_cvtepi32_ps(_mm256_load_si256((const __m256i *)(acc[i] + 8)));
+        const __m256 f0 = first ? _mm256_setzero_ps() : _mm256_load_ps(f[i]);
+        const __m256 f1 = first ? _mm256_setzero_ps() : _mm256_load_ps(f[i] + 8);
+        _mm256_store_ps(f[i], _mm256_fmadd_ps(a0, sc0, f0));
+        _mm256_store_ps(f[i] + 8, _mm256_fmadd_ps(a1, sc1, f1));
+    }
 }
 
 /* One task: rows [i0, i1) x panels [p0, p1); per panel the 6-row
  * micro-tiles run over all of k (the panel, k x 16 bytes, stays in L1). */
 Q8_AVX2 static void q8_tile_ymm(const q8_block_fn *blocks, const float *X, size_t ldx, const uint8_t *A,
-                                size_t lda, const float *sx,
-                                const int32_t *zp, const donto_qweight8 *W, const float *bias, float *Y, size_t ldy,
-                                int i0, int i1, int p0, int p1) {
+                                size_t lda, const float *sx, const int32_t *zp, const donto_qweight8 *W,
+                                const float *bias, float *Y, size_t ldy, int i0, int i1, int p0, int p1) {
     _Alignas(32) int32_t acc[Q8_MR][Q8_NR];
-    const int kq = W->kquads;
+    _Alignas(32) float facc[Q8_MR][Q8_NR];
+    const int kq = W->kquads, gq = W->group / 4;
+    const size_t npad = (size_t)W->npanels * Q8_NR;
     for (int p = p0; p < p1; p++) {
         const int8_t *bp = W->packed + (size_t)p * kq * 4 * Q8_NR;
         const int j0 = p * Q8_NR, nc = W->n - j0 < Q8_NR ? W->n - j0 : Q8_NR;
@@ -496,9 +580,17 @@ Q8_AVX2 static void q8_tile_ymm(const q8_block_fn *blocks, const float *X, size_
         }
         for (int i = i0; i < i1; i += Q8_MR) {
             const int r = i1 - i < Q8_MR ? i1 - i : Q8_MR;
-            blocks[r](A + (size_t)i * lda, lda, bp, kq, acc);
-            q8_store(r, acc, sx + i, zp + i, W->colsum + j0, W->scale + j0, bias ? bias + j0 : NULL, nc,
-                     Y + (size_t)i * ldy + j0, ldy, X + (size_t)i * ldx, ldx, W, j0);
+            if (W->group) {
+                for (int g = 0, t0 = 0; t0 < kq; g++, t0 += gq) {
+                    blocks[r](A + (size_t)i * lda + 4 * (size_t)t0, lda, bp + (size_t)t0 * 4 * Q8_NR,
+                              t0 + gq < kq ? gq : kq - t0, acc);
+                    q8_flush(r, acc, W->gscale + (size_t)g * npad + j0, g == 0, facc);
+                }
+            } else {
+                blocks[r](A + (size_t)i * lda, lda, bp, kq, acc);
+            }
+            q8_store(r, acc, W->group ? facc : NULL, sx + i, zp + i, W->colsum + j0, W->scale + j0,
+                     bias ? bias + j0 : NULL, nc, Y + (size_t)i * ldy + j0, ldy, X + (size_t)i * ldx, ldx, W, j0);
         }
     }
 }
@@ -620,9 +712,9 @@ static const q8z_block_fn q8zb_blocks[Q8Z_MR + 1][3] = KTILE_TABLE_8X2(q8zb_bloc
  * operations in the same order per output, so the same bits; masked loads
  * and stores keep to the ncols (1..32) that exist. */
 Q8_AVX512 static inline __attribute__((always_inline)) void q8z_store_rows(
-    const int MR, const int NP, const int32_t *acc, const float *sx, const int32_t *zp, const int32_t *colsum,
-    const float *sw, const float *bias, int ncols, float *y, size_t ldy, const float *x, size_t ldx,
-    const donto_qweight8 *W, int j0) {
+    const int MR, const int NP, const int32_t *acc, const float *facc, const float *sx, const int32_t *zp,
+    const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y, size_t ldy, const float *x,
+    size_t ldx, const donto_qweight8 *W, int j0) {
     const size_t npad = (size_t)W->npanels * Q8_NR;
     for (int q = 0; q < NP; q++) {
         const int nq = ncols - q * Q8_NR >= Q8_NR ? Q8_NR : ncols - q * Q8_NR; /* >= 1 */
@@ -632,6 +724,12 @@ Q8_AVX512 static inline __attribute__((always_inline)) void q8z_store_rows(
         const __m512 bq = bias ? _mm512_maskz_loadu_ps(m, bias + q * Q8_NR) : _mm512_setzero_ps();
         __m512 yv[Q8Z_MR];
         for (int i = 0; i < MR; i++) {
+            if (facc) { /* group scales: (f - zp * gcorr) * sx + bias */
+                const __m512 t = _mm512_fnmadd_ps(_mm512_set1_ps((float)zp[i]), _mm512_loadu_ps(W->gcorr + j0 + q * Q8_NR),
+                                                  _mm512_load_ps(facc + 32 * i + 16 * q));
+                yv[i] = _mm512_fmadd_ps(t, _mm512_set1_ps(sx[i]), bq);
+                continue;
+            }
             const __m512i a = _mm512_sub_epi32(_mm512_load_si512((const void *)(acc + 32 * i + 16 * q)),
                                                _mm512_mullo_epi32(_mm512_set1_epi32(zp[i]), csq));
             yv[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(_mm512_set1_ps(sx[i]), swq), bq);
@@ -647,11 +745,122 @@ Q8_AVX512 static inline __attribute__((always_inline)) void q8z_store_rows(
 
 /* Full 8-row tiles with constant counts (the outputs stay in registers),
  * the short last tile of a task with a variable row count. */
-Q8_AVX512 static void q8z_store(int MR, int NP, const int32_t *acc, const float *sx, const int32_t *zp,
-                                    const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y,
-                                    size_t ldy, const float *x, size_t ldx, const donto_qweight8 *W, int j0) {
-    if (MR == Q8Z_MR && NP == 2) q8z_store_rows(Q8Z_MR, 2, acc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
-    else q8z_store_rows(MR, NP, acc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
+Q8_AVX512 static void q8z_store(int MR, int NP, const int32_t *acc, const float *facc, const float *sx,
+                                const int32_t *zp, const int32_t *colsum, const float *sw, const float *bias, int ncols,
+                                float *y, size_t ldy, const float *x, size_t ldx, const donto_qweight8 *W, int j0) {
+    if (MR == Q8Z_MR && NP == 2)
+        q8z_store_rows(Q8Z_MR, 2, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
+    else if (MR == 6 && NP == 2) /* the tiles of group scales on VNNI */
+        q8z_store_rows(6, 2, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
+    else q8z_store_rows(MR, NP, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
+}
+
+/* q8_flush on MR rows x NP panels of the zmm tile (row i, panel q at
+ * 32 i + 16 q). */
+Q8_AVX512 static void q8z_flush(int MR, int NP, const int32_t *acc, const float *gsc, int first, float *f) {
+    for (int q = 0; q < NP; q++) {
+        const __m512 sc = _mm512_loadu_ps(gsc + 16 * q);
+        for (int i = 0; i < MR; i++) {
+            float *fr = f + 32 * i + 16 * q;
+            const __m512 a = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(acc + 32 * i + 16 * q)));
+            _mm512_store_ps(fr, _mm512_fmadd_ps(a, sc, first ? _mm512_setzero_ps() : _mm512_load_ps(fr)));
+        }
+    }
+}
+
+/* The full 6 x 32 tile with group scales, flushed in registers (VNNI):
+ * zmm0-11 the int32 sums of the current group (row r, panel q: zmm 2r+q),
+ * zmm12-23 the fp32 sums f (zmm 12+2r+q), zmm24-25 the two panels' weights
+ * of one k quad, zmm26 the broadcast quad. Per group and output,
+ * q8z_flush's f += float(acc) * gscale (vcvtdq2ps, vfmadd231ps with the
+ * group's scales at g and g + 64 bytes). fb: f out, [6][32] floats. */
+#define Q8G_ROW(base, idx, r0, r1)                                                   \
+    "vpbroadcastd " base idx ", %%zmm26\n\t"                                          \
+    "vpdpbusd %%zmm24, %%zmm26, %%zmm" #r0 "\n\t"                                     \
+    "vpdpbusd %%zmm25, %%zmm26, %%zmm" #r1 "\n\t"
+#define Q8G_FL(sc, a, f)                                                                 \
+    "vcvtdq2ps %%zmm" #a ", %%zmm" #a "\n\t"                                             \
+    "vfmadd231ps " #sc "(%[g]), %%zmm" #a ", %%zmm" #f "\n\t"
+#define Q8G_FLUSH                                                                                        \
+    Q8G_FL(0, 0, 12) Q8G_FL(64, 1, 13) Q8G_FL(0, 2, 14) Q8G_FL(64, 3, 15) Q8G_FL(0, 4, 16)              \
+    Q8G_FL(64, 5, 17) Q8G_FL(0, 6, 18) Q8G_FL(64, 7, 19) Q8G_FL(0, 8, 20) Q8G_FL(64, 9, 21)             \
+    Q8G_FL(0, 10, 22) Q8G_FL(64, 11, 23)
+#define Q8G_ZF(r) "vpxord %%zmm" #r ", %%zmm" #r ", %%zmm" #r "\n\t"
+#define Q8G_STF(r, off) "vmovaps %%zmm" #r ", " #off "(%[fb])\n\t"
+Q8_AVX512VNNI static void q8g_block6_asm(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride,
+                                         int nquads, int gquads, const float *gp, size_t gstride, float *fb) {
+    const char *pa = (const char *)a, *pb = pa + 3 * lda;
+    long rem = nquads, n = 0, gq = gquads;
+    __asm__ volatile(
+        Q8G_ZF(12) Q8G_ZF(13) Q8G_ZF(14) Q8G_ZF(15) Q8G_ZF(16) Q8G_ZF(17)
+        Q8G_ZF(18) Q8G_ZF(19) Q8G_ZF(20) Q8G_ZF(21) Q8G_ZF(22) Q8G_ZF(23)
+        "2:\n\t"
+        KASM_ZERO_0_11
+        "mov %[gq], %[n]\n\t"
+        "cmp %[n], %[rem]\n\t"
+        "cmovl %[rem], %[n]\n\t"
+        "sub %[n], %[rem]\n\t"
+        "1:\n\t"
+        "vmovdqa64 (%[b]), %%zmm24\n\t"
+        "vmovdqa64 (%[b],%[ps],1), %%zmm25\n\t"
+        Q8G_ROW("(%[pa])", "", 0, 1) Q8G_ROW("(%[pa],", "%[s],1)", 2, 3) Q8G_ROW("(%[pa],", "%[s],2)", 4, 5)
+        Q8G_ROW("(%[pb])", "", 6, 7) Q8G_ROW("(%[pb],", "%[s],1)", 8, 9) Q8G_ROW("(%[pb],", "%[s],2)", 10, 11)
+        "add $4, %[pa]\n\t"
+        "add $4, %[pb]\n\t"
+        "add $64, %[b]\n\t"
+        "dec %[n]\n\t"
+        "jnz 1b\n\t"
+        Q8G_FLUSH
+        "add %[gs], %[g]\n\t"
+        "test %[rem], %[rem]\n\t"
+        "jnz 2b\n\t"
+        Q8G_STF(12, 0) Q8G_STF(13, 64) Q8G_STF(14, 128) Q8G_STF(15, 192) Q8G_STF(16, 256) Q8G_STF(17, 320)
+        Q8G_STF(18, 384) Q8G_STF(19, 448) Q8G_STF(20, 512) Q8G_STF(21, 576) Q8G_STF(22, 640) Q8G_STF(23, 704)
+        : [pa] "+r"(pa), [pb] "+r"(pb), [b] "+r"(bp), [n] "+r"(n), [rem] "+r"(rem), [g] "+r"(gp)
+        : [s] "r"(lda), [ps] "r"(pstride), [gq] "r"(gq), [gs] "r"(gstride), [fb] "r"(fb)
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
+          "xmm23", "xmm24", "xmm25", "xmm26");
+}
+
+/* The same for groups of 64 (16 k quads) over a k of whole groups, the
+ * group's quads unrolled: a loop of 16 left on a misprediction at every
+ * group's end, which took ~10% of the forward with groups of 64. */
+#define Q8G_QROW(i, base, idx, r0, r1)                                               \
+    "vpbroadcastd 4*" #i base idx ", %%zmm26\n\t"                                     \
+    "vpdpbusd %%zmm24, %%zmm26, %%zmm" #r0 "\n\t"                                     \
+    "vpdpbusd %%zmm25, %%zmm26, %%zmm" #r1 "\n\t"
+#define Q8G_QUAD(i)                                                                                          \
+    "vmovdqa64 64*" #i "(%[b]), %%zmm24\n\t"                                                               \
+    "vmovdqa64 64*" #i "(%[b],%[ps],1), %%zmm25\n\t"                                                       \
+    Q8G_QROW(i, "(%[pa])", "", 0, 1) Q8G_QROW(i, "(%[pa],", "%[s],1)", 2, 3)                                \
+    Q8G_QROW(i, "(%[pa],", "%[s],2)", 4, 5) Q8G_QROW(i, "(%[pb])", "", 6, 7)                                \
+    Q8G_QROW(i, "(%[pb],", "%[s],1)", 8, 9) Q8G_QROW(i, "(%[pb],", "%[s],2)", 10, 11)
+Q8_AVX512VNNI static void q8g64_block6_asm(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride,
+                                           int ngroups, const float *gp, size_t gstride, float *fb) {
+    const char *pa = (const char *)a, *pb = pa + 3 * lda;
+    long ng = ngroups; /* >= 1 */
+    __asm__ volatile(
+        Q8G_ZF(12) Q8G_ZF(13) Q8G_ZF(14) Q8G_ZF(15) Q8G_ZF(16) Q8G_ZF(17)
+        Q8G_ZF(18) Q8G_ZF(19) Q8G_ZF(20) Q8G_ZF(21) Q8G_ZF(22) Q8G_ZF(23)
+        "2:\n\t"
+        KASM_ZERO_0_11
+        Q8G_QUAD(0) Q8G_QUAD(1) Q8G_QUAD(2) Q8G_QUAD(3) Q8G_QUAD(4) Q8G_QUAD(5) Q8G_QUAD(6) Q8G_QUAD(7)
+        Q8G_QUAD(8) Q8G_QUAD(9) Q8G_QUAD(10) Q8G_QUAD(11) Q8G_QUAD(12) Q8G_QUAD(13) Q8G_QUAD(14) Q8G_QUAD(15)
+        "add $64, %[pa]\n\t"
+        "add $64, %[pb]\n\t"
+        "add $1024, %[b]\n\t"
+        Q8G_FLUSH
+        "add %[gs], %[g]\n\t"
+        "dec %[ng]\n\t"
+        "jnz 2b\n\t"
+        Q8G_STF(12, 0) Q8G_STF(13, 64) Q8G_STF(14, 128) Q8G_STF(15, 192) Q8G_STF(16, 256) Q8G_STF(17, 320)
+        Q8G_STF(18, 384) Q8G_STF(19, 448) Q8G_STF(20, 512) Q8G_STF(21, 576) Q8G_STF(22, 640) Q8G_STF(23, 704)
+        : [pa] "+r"(pa), [pb] "+r"(pb), [b] "+r"(bp), [ng] "+r"(ng), [g] "+r"(gp)
+        : [s] "r"(lda), [ps] "r"(pstride), [gs] "r"(gstride), [fb] "r"(fb)
+        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
+          "xmm23", "xmm24", "xmm25", "xmm26");
 }
 
 /* One task: rows [i0, i1) x panels [p0, p1); per pair of panels the 8-row
@@ -661,17 +870,34 @@ Q8_AVX512 static void q8_tile_zmm(const q8z_block_fn (*blocks)[3], const float *
                                   size_t lda, const float *sx, const int32_t *zp, const donto_qweight8 *W,
                                   const float *bias, float *Y, size_t ldy, int i0, int i1, int p0, int p1) {
     _Alignas(64) int32_t acc[Q8Z_MR * 2 * Q8_NR];
-    const int kq = W->kquads;
+    _Alignas(64) float facc[Q8Z_MR * 2 * Q8_NR];
+    const int kq = W->kquads, gq = W->group / 4;
+    const size_t npad = (size_t)W->npanels * Q8_NR;
+    /* group scales on VNNI: 6-row tiles, the full ones flushed in registers */
+    const int g6 = W->group && blocks == q8z_blocks, mr = g6 ? 6 : Q8Z_MR;
     const size_t pstride = (size_t)kq * 4 * Q8_NR;
     for (int p = p0; p < p1; p += 2) {
         const int np = p1 - p >= 2 ? 2 : 1;
         const int8_t *bp = W->packed + (size_t)p * pstride;
         const int j0 = p * Q8_NR, nc = W->n - j0 < np * Q8_NR ? W->n - j0 : np * Q8_NR;
-        for (int i = i0; i < i1; i += Q8Z_MR) {
-            const int r = i1 - i < Q8Z_MR ? i1 - i : Q8Z_MR;
-            blocks[r][np](A + (size_t)i * lda, lda, bp, pstride, kq, acc);
-            q8z_store(r, np, acc, sx + i, zp + i, W->colsum + j0, W->scale + j0, bias ? bias + j0 : NULL, nc,
-                      Y + (size_t)i * ldy + j0, ldy, X + (size_t)i * ldx, ldx, W, j0);
+        for (int i = i0; i < i1; i += mr) {
+            const int r = i1 - i < mr ? i1 - i : mr;
+            if (g6 && r == 6 && np == 2 && gq == 16 && kq % 16 == 0) {
+                q8g64_block6_asm(A + (size_t)i * lda, lda, bp, pstride, kq / 16, W->gscale + j0, npad * sizeof(float),
+                                 facc);
+            } else if (g6 && r == 6 && np == 2) {
+                q8g_block6_asm(A + (size_t)i * lda, lda, bp, pstride, kq, gq, W->gscale + j0, npad * sizeof(float), facc);
+            } else if (W->group) {
+                for (int g = 0, t0 = 0; t0 < kq; g++, t0 += gq) {
+                    blocks[r][np](A + (size_t)i * lda + 4 * (size_t)t0, lda, bp + (size_t)t0 * 4 * Q8_NR, pstride,
+                                  t0 + gq < kq ? gq : kq - t0, acc);
+                    q8z_flush(r, np, acc, W->gscale + (size_t)g * npad + j0, g == 0, facc);
+                }
+            } else {
+                blocks[r][np](A + (size_t)i * lda, lda, bp, pstride, kq, acc);
+            }
+            q8z_store(r, np, acc, W->group ? facc : NULL, sx + i, zp + i, W->colsum + j0, W->scale + j0,
+                      bias ? bias + j0 : NULL, nc, Y + (size_t)i * ldy + j0, ldy, X + (size_t)i * ldx, ldx, W, j0);
         }
     }
 }
@@ -699,8 +925,8 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
     const int n = W->n, npanels = W->npanels;
     const size_t lda = q8_lda(W->k);
     uint8_t *A = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    float *sx = (float *)(A + (((size_t)m * lda + 63) & ~(size_t)63));
-    int32_t *zp = (int32_t *)(sx + (((size_t)m * 4 + 63) & ~(size_t)63) / 4);
+    float *sx = (float *)(A + q8_al((size_t)m * lda));
+    int32_t *zp = (int32_t *)((char *)sx + q8_al((size_t)m * 4));
     const int mtiles = (m + Q8_MT - 1) / Q8_MT, ntiles = simd ? (npanels + Q8_NTP - 1) / Q8_NTP : 1;
     const int ntasks = mtiles * ntiles;
     int nt = nthreads > 0 ? nthreads : omp_get_max_threads();
@@ -718,16 +944,13 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
             uint8_t *q = A + (size_t)i * lda;
 #ifdef Q8_X86
             if (simd && i + 2 < m) ktile_prefetch_row(x + 2 * (size_t)ldx, W->k);
-            if (cpu_isa_zmm(isa)) { /* any grid: xmax is a parameter */
+            if (cpu_isa_zmm(isa)) /* any grid: xmax is a parameter */
                 sx[i] = q8_quant_row_zmm(x, W->keep, W->k, xmax, q, 4 * W->kquads, &zp[i]);
-                continue;
-            }
-            if (simd) {
+            else if (simd)
                 sx[i] = q8_quant_row_avx2(x, W->keep, W->k, xmax, q, 4 * W->kquads, &zp[i]);
-                continue;
-            }
+            else
 #endif
-            sx[i] = q8_quant_row_scalar(x, W->keep, W->k, xmax, q, 4 * W->kquads, &zp[i]);
+                sx[i] = q8_quant_row_scalar(x, W->keep, W->k, xmax, q, 4 * W->kquads, &zp[i]);
         }
 #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < ntasks; t++) {
@@ -737,8 +960,8 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
             const int p1 = simd && p0 + Q8_NTP < npanels ? p0 + Q8_NTP : npanels;
 #ifdef Q8_X86
             if (cpu_isa_zmm(isa))
-                q8_tile_zmm(cpu_isa_vnni(isa) ? q8z_blocks : q8zb_blocks, X, (size_t)ldx, A, lda, sx, zp, W, bias, Y,
-                            (size_t)ldy, i0, i1, p0, p1);
+                q8_tile_zmm(cpu_isa_vnni(isa) ? q8z_blocks : q8zb_blocks, X, (size_t)ldx, A, lda, sx, zp, W, bias,
+                            Y, (size_t)ldy, i0, i1, p0, p1);
             else if (simd)
                 q8_tile_ymm(blocks, X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
             else
@@ -758,4 +981,9 @@ const char *donto_qgemm8_kernel_name(donto_isa isa) {
     case DONTO_ISA_AVX2: return "int8 u7 vpmaddubsw ymm 6x16";
     default: return "int8 u7 portable C";
     }
+}
+
+const char *donto_qgemm8_group_kernel_name(donto_isa isa) {
+    return cpu_isa_zmm(cpu_isa_runnable(isa)) && cpu_isa_vnni(cpu_isa_runnable(isa)) ? "int8 u8 vpdpbusd zmm 6x32"
+                                                                                      : donto_qgemm8_kernel_name(isa);
 }

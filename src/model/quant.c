@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_isa.h"
 #include "qgemm.h"
 
 struct bert_quant {
@@ -99,10 +100,21 @@ static void top_channels(const float *a, int k, int *out, int nout) {
     free(taken);
 }
 
+void bert_int8_default_scheme(donto_isa isa, bert_int8_scheme *sch) {
+    memset(sch, 0, sizeof *sch);
+    sch->nout = DONTO_INT8_NOUT;
+    if (cpu_isa_vnni(cpu_isa_runnable(isa))) {
+        for (int i = 0; i < 4; i++) sch->group[i] = DONTO_INT8_GROUP_VNNI;
+    } else {
+        sch->keep16 = DONTO_INT8_KEEP16_DEFAULT;
+    }
+}
+
 int bert_quant_init8(bert_quant **out, const donto_bert_weights *w, donto_isa isa, const int32_t *ids,
-                     const int *off, int nseq, int nout, unsigned keep16, donto_err *err) {
+                     const int *off, int nseq, const bert_int8_scheme *sch, donto_err *err) {
     const donto_bert_config *c = &w->cfg;
-    const int H = c->hidden, FF = c->intermediate, L = c->layers;
+    const int H = c->hidden, FF = c->intermediate, L = c->layers, nout = sch->nout;
+    const unsigned keep16 = sch->keep16;
     *out = NULL;
     if (nout < 0 || nout > DONTO_QGEMM8_MAXOUT || nout > H)
         return donto_seterr(err, "int8: %d outlier channels (0..%d)", nout, DONTO_QGEMM8_MAXOUT);
@@ -145,14 +157,18 @@ int bert_quant_init8(bert_quant **out, const donto_bert_weights *w, donto_isa is
                 continue;
             }
             top_channels(cc.amax[l * 4 + i], k[i], chans, nout);
-            if (donto_qweight8_init(&q->w8[l][i], wm[i], n[i], k[i], chans, nout, err))
+            if (donto_qweight8_init_ex(&q->w8[l][i], wm[i], n[i], k[i], chans, nout, sch->group[i], err))
                 rc = donto_preerr(err, "quantizing layer %d (int8)", l);
         }
     }
     if (!rc) {
         /* Name the mix: "int8 ... + int16 ... for ffn_out". */
         static const char *const mat[4] = {"qkv", "attn_out", "ffn_in", "ffn_out"};
-        int o = snprintf(q->name, sizeof q->name, "%s", donto_qgemm8_kernel_name(isa));
+        int gr = 0;
+        for (int i = 0; i < 4; i++)
+            if (!(keep16 >> i & 1) && sch->group[i]) gr = sch->group[i];
+        int o = snprintf(q->name, sizeof q->name, "%s", gr ? donto_qgemm8_group_kernel_name(isa) : donto_qgemm8_kernel_name(isa));
+        if (gr) o += snprintf(q->name + o, sizeof q->name - (size_t)o, ", weight scales per %d k", gr);
         if (keep16 & 15u) {
             o += snprintf(q->name + o, sizeof q->name - (size_t)o, " + %s for", donto_qgemm_kernel_name(isa));
             for (int i = 0; i < 4; i++)

@@ -28,12 +28,29 @@ int bert_quant_init(bert_quant **out, const donto_bert_weights *w, donto_isa isa
  * bit i set keeps matrix i of every layer (0 qkv, 1 attn_out, 2 ffn_in,
  * 3 ffn_out) on the int16 GEMM instead. */
 #define DONTO_INT8_NOUT 8 /* default outlier channels per Linear */
-/* Matrices --precision int8 keeps on the int16 GEMM by default: the FFN
- * output (bit 3), whose post-GELU input and 8-bit weights lose the most;
- * with it on int16 the path passes the 0.999 gate (docs/engine.md). */
+/* Matrices --precision int8 keeps on the int16 GEMM on the sets with the
+ * u7 activation grid (no VNNI): the FFN output (bit 3), whose post-GELU
+ * input and 8-bit weights lose the most. */
 #define DONTO_INT8_KEEP16_DEFAULT 8u
+/* The weight scale group of every matrix on the VNNI sets (u8 grid),
+ * where all four run on int8 (docs/engine.md, "int8"). */
+#define DONTO_INT8_GROUP_VNNI 64
+/* The int8 scheme, per matrix i of every layer (0 qkv, 1 attn_out, 2
+ * ffn_in, 3 ffn_out): static outlier channels (nout, from calibration),
+ * bit i of keep16 (the int16 GEMM instead) and the weight scale groups
+ * (group[i], 0: per row; qgemm.h). */
+typedef struct {
+    int nout;
+    unsigned keep16;
+    int group[4];
+} bert_int8_scheme;
+/* What --precision int8 runs on kernel set isa: on the VNNI sets every
+ * matrix on int8 with weight scales per DONTO_INT8_GROUP_VNNI k; on the
+ * others FFN-out on int16 (DONTO_INT8_KEEP16_DEFAULT); DONTO_INT8_NOUT
+ * static outlier channels on both. */
+void bert_int8_default_scheme(donto_isa isa, bert_int8_scheme *sch);
 int bert_quant_init8(bert_quant **out, const donto_bert_weights *w, donto_isa isa, const int32_t *ids,
-                     const int *off, int nseq, int nout, unsigned keep16, donto_err *err);
+                     const int *off, int nseq, const bert_int8_scheme *sch, donto_err *err);
 void bert_quant_free(bert_quant *q);
 void bert_quant_ops(bert_linear_ops *ops, const bert_quant *q);
 /* The GEMM kernel it runs, for logs ("int16 vpmaddwd ymm 6x16"). */
