@@ -23,12 +23,15 @@
  *
  * Layout: W packed per 16-column panel, per quad of k values 16 cols x 4
  * bytes (64 bytes: two ymm, or one zmm); X quantized per call into
- * scratch, rows of u8 padded to 32 bytes.  One int32 block over all of k
- * (exact for k <= DONTO_QGEMM8_KMAX), so no flushes.  Micro-kernels: 6
- * rows x 16 columns in ymm (12 accumulators, 2 weight vectors, 1
- * broadcast, 1 product; the ones vector is a memory operand), 8 rows x 32
- * columns in zmm on every AVX-512 set (16 accumulators, 2 weight vectors,
- * 1 broadcast; without VNNI also 2 products and the ones).
+ * scratch, rows of u8 padded to 32 bytes.  With a weight scale per row,
+ * one int32 block over all of k (exact for k <= DONTO_QGEMM8_KMAX), so no
+ * flushes; with scales per group of k (qgemm.h), a flush to fp32 after
+ * every group.  Micro-kernels: 6 rows x 16 columns in ymm (12
+ * accumulators, 2 weight vectors, 1 broadcast, 1 product; the ones vector
+ * is a memory operand), 8 rows x 32 columns in zmm on every AVX-512 set
+ * (16 accumulators, 2 weight vectors, 1 broadcast; without VNNI also 2
+ * products and the ones); for groups on VNNI, 6 rows x 32 columns in zmm
+ * with the fp32 sums in registers too (12 + 12).
  *
  * On one grid every set computes the same int32 sums, the same epilogue
  * FMA and the same outlier pass, in the same order, so results are

@@ -7,8 +7,10 @@
  * cosine 0.97-0.99 vs fp32 (BERT's LayerNorm outlier dims), under the 0.999
  * gate; AVX2 has no 8-bit product that avoids s16 saturation at full range.
  * The int8 path (--precision int8, bert_quant_init8) takes the outlier
- * channels out in fp32 and keeps the FFN output on int16; that mix passes
- * the gate (min cosine 0.9992 on the corpus, docs/engine.md).
+ * channels out in fp32; on the VNNI sets every matrix runs on int8 with
+ * weight scales per 64 k, on the others the FFN output stays on int16
+ * (bert_int8_default_scheme); on MiniLM both pass the 0.999 gate on the
+ * VNNI sets (docs/engine.md, "int8").
  */
 #ifndef DONTO_QUANT_H
 #define DONTO_QUANT_H
@@ -24,9 +26,8 @@ int bert_quant_init(bert_quant **out, const donto_bert_weights *w, donto_isa isa
 /* The int8 path (--precision int8, qgemm.h "int8 path"): runs the fp32
  * forward once over the calibration batch ids/off (nseq sequences, packed)
  * to find, for every Linear, the nout input channels with the largest
- * max |x|; those stay fp32, the rest go through the int8 GEMM.  keep16:
- * bit i set keeps matrix i of every layer (0 qkv, 1 attn_out, 2 ffn_in,
- * 3 ffn_out) on the int16 GEMM instead. */
+ * max |x|; those stay fp32, the rest go through the int8 GEMM, as sch
+ * says (bert_int8_scheme below). */
 #define DONTO_INT8_NOUT 8 /* default outlier channels per Linear */
 /* Matrices --precision int8 keeps on the int16 GEMM on the sets with the
  * u7 activation grid (no VNNI): the FFN output (bit 3), whose post-GELU
