@@ -28,6 +28,42 @@ static isa_sets g_isa; /* the kernel sets run here (isa_sets.h) */
 
 static long rclamp(long r, long lo, long hi) { return r < lo ? lo : r > hi ? hi : r; }
 
+/* Channels [c0, c1) of weight row w on the s8 grid, one scale (returned in
+ * *sw); returns the sum of the quantized values. */
+static int32_t ref_quant_weights(const float *w, int c0, int c1, const char *isout, int8_t *wq, float *sw) {
+    float amax = 0;
+    for (int c = c0; c < c1; c++)
+        if (!isout[c] && fabsf(w[c]) > amax) amax = fabsf(w[c]);
+    float inv = amax >= 1e-30f ? (float)DONTO_QGEMM8_WMAX / amax : 0;
+    *sw = amax >= 1e-30f ? amax / (float)DONTO_QGEMM8_WMAX : 0;
+    int32_t cs = 0;
+    for (int c = c0; c < c1; c++) {
+        long r = isout[c] ? 0 : rclamp(lrintf(w[c] * inv), -DONTO_QGEMM8_WMAX, DONTO_QGEMM8_WMAX);
+        wq[c] = (int8_t)r;
+        cs += (int32_t)r;
+    }
+    return cs;
+}
+
+/* A row of X on the activation grid, as documented: asymmetric over the
+ * ordinary channels (outliers count as 0). */
+static void ref_quant_row(const float *x, int k, const char *isout, int xmax, uint8_t *xq, float *sx, int32_t *zp) {
+    float lo = 0, hi = 0;
+    for (int c = 0; c < k; c++) {
+        float v = isout[c] ? 0.0f : x[c];
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    float range = hi - lo, inv = 0;
+    *sx = 0, *zp = 0;
+    if (range >= 1e-30f) {
+        inv = (float)xmax / range;
+        *sx = range / (float)xmax;
+        *zp = (int32_t)lrintf(-lo * inv);
+    }
+    for (int c = 0; c < k; c++) xq[c] = (uint8_t)rclamp(lrintf((isout[c] ? 0.0f : x[c]) * inv) + *zp, 0, xmax);
+}
+
 /* The documented scheme with weight scales per row and group of k
  * (qgemm.h, donto_qweight8_init_ex), spelled out on unpacked data. */
 static void ref_qgemm8_group(const float *X, int m, int k, int ldx, const float *W, int n, const int *out, int nout,
@@ -41,37 +77,16 @@ static void ref_qgemm8_group(const float *X, int m, int k, int ldx, const float 
         corr[j] = 0;
         for (int g = 0; g < ng; g++) {
             const int c0 = g * group, c1 = c0 + group < k ? c0 + group : k;
-            float amax = 0;
-            for (int c = c0; c < c1; c++)
-                if (!isout[c] && fabsf(W[(size_t)j * k + c]) > amax) amax = fabsf(W[(size_t)j * k + c]);
-            float inv = amax >= 1e-30f ? (float)DONTO_QGEMM8_WMAX / amax : 0;
-            sw[j * ng + g] = amax >= 1e-30f ? amax / (float)DONTO_QGEMM8_WMAX : 0;
-            int32_t cs = 0;
-            for (int c = c0; c < c1; c++) {
-                long r = isout[c] ? 0 : rclamp(lrintf(W[(size_t)j * k + c] * inv), -DONTO_QGEMM8_WMAX, DONTO_QGEMM8_WMAX);
-                wq[(size_t)j * k + c] = (int8_t)r;
-                cs += (int32_t)r;
-            }
+            const int32_t cs = ref_quant_weights(W + (size_t)j * k, c0, c1, isout, wq + (size_t)j * k, &sw[j * ng + g]);
             corr[j] = fmaf((float)cs, sw[j * ng + g], corr[j]);
         }
     }
     uint8_t *xq = malloc((size_t)k);
     for (int i = 0; i < m; i++) {
         const float *x = X + (size_t)i * ldx;
-        float lo = 0, hi = 0;
-        for (int c = 0; c < k; c++) {
-            float v = isout[c] ? 0.0f : x[c];
-            lo = v < lo ? v : lo;
-            hi = v > hi ? v : hi;
-        }
-        float range = hi - lo, inv = 0, sx = 0;
-        int32_t zp = 0;
-        if (range >= 1e-30f) {
-            inv = (float)xmax / range;
-            sx = range / (float)xmax;
-            zp = (int32_t)lrintf(-lo * inv);
-        }
-        for (int c = 0; c < k; c++) xq[c] = (uint8_t)rclamp(lrintf((isout[c] ? 0.0f : x[c]) * inv) + zp, 0, xmax);
+        float sx;
+        int32_t zp;
+        ref_quant_row(x, k, isout, xmax, xq, &sx, &zp);
         for (int j = 0; j < n; j++) {
             float f = 0;
             for (int g = 0; g < ng; g++) {
@@ -95,39 +110,13 @@ static void ref_qgemm8(const float *X, int m, int k, int ldx, const float *W, in
     int8_t *wq = malloc((size_t)n * k);
     float *sw = malloc(sizeof(float) * n);
     int32_t *cs = malloc(sizeof(int32_t) * n);
-    for (int j = 0; j < n; j++) {
-        float amax = 0;
-        for (int c = 0; c < k; c++)
-            if (!isout[c] && fabsf(W[(size_t)j * k + c]) > amax) amax = fabsf(W[(size_t)j * k + c]);
-        float inv = amax >= 1e-30f ? (float)DONTO_QGEMM8_WMAX / amax : 0;
-        sw[j] = amax >= 1e-30f ? amax / (float)DONTO_QGEMM8_WMAX : 0;
-        cs[j] = 0;
-        for (int c = 0; c < k; c++) {
-            long r = isout[c] ? 0 : rclamp(lrintf(W[(size_t)j * k + c] * inv), -DONTO_QGEMM8_WMAX, DONTO_QGEMM8_WMAX);
-            wq[(size_t)j * k + c] = (int8_t)r;
-            cs[j] += (int32_t)r;
-        }
-    }
+    for (int j = 0; j < n; j++) cs[j] = ref_quant_weights(W + (size_t)j * k, 0, k, isout, wq + (size_t)j * k, &sw[j]);
     uint8_t *xq = malloc((size_t)k);
     for (int i = 0; i < m; i++) {
         const float *x = X + (size_t)i * ldx;
-        float lo = 0, hi = 0;
-        for (int c = 0; c < k; c++) {
-            float v = isout[c] ? 0.0f : x[c];
-            lo = v < lo ? v : lo;
-            hi = v > hi ? v : hi;
-        }
-        float range = hi - lo, inv = 0, sx = 0;
-        int32_t zp = 0;
-        if (range >= 1e-30f) {
-            inv = (float)xmax / range;
-            sx = range / (float)xmax;
-            zp = (int32_t)lrintf(-lo * inv);
-        }
-        for (int c = 0; c < k; c++) {
-            float v = isout[c] ? 0.0f : x[c];
-            xq[c] = (uint8_t)rclamp(lrintf(v * inv) + zp, 0, xmax);
-        }
+        float sx;
+        int32_t zp;
+        ref_quant_row(x, k, isout, xmax, xq, &sx, &zp);
         for (int j = 0; j < n; j++) {
             int32_t s = 0;
             for (int c = 0; c < k; c++) s += (int32_t)xq[c] * wq[(size_t)j * k + c];
@@ -295,6 +284,19 @@ static void test_extremes(void) {
     free(X), free(W), free(R), free(R8), free(Y);
 }
 
+/* ||Y - X W^T|| / ||X W^T||, the product in double. */
+static double rel_err(const float *X, const float *W, const float *Y, int m, int n, int k) {
+    double num = 0, den = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double e = 0;
+            for (int c = 0; c < k; c++) e += (double)X[(size_t)i * k + c] * W[(size_t)j * k + c];
+            num += (Y[(size_t)i * n + j] - e) * (Y[(size_t)i * n + j] - e);
+            den += e * e;
+        }
+    return sqrt(num / den);
+}
+
 /* Accuracy on outlier data: the outlier channels in fp32 keep the error
  * at the 8-bit level of the ordinary channels. */
 static void test_error(void) {
@@ -314,15 +316,7 @@ static void test_error(void) {
         CHECK(donto_qweight8_init(&qw, W, n, k, out, v ? nout : 0, NULL) == 0, "init");
         for (int g = 0; g < 2; g++) {
             donto_qgemm8_grid(X, m, k, k, &qw, NULL, Y, n, scratch, 1, DONTO_ISA_PORTABLE, grids[g]);
-            double num = 0, den = 0;
-            for (int i = 0; i < m; i++)
-                for (int j = 0; j < n; j++) {
-                    double e = 0;
-                    for (int c = 0; c < k; c++) e += (double)X[(size_t)i * k + c] * W[(size_t)j * k + c];
-                    num += (Y[(size_t)i * n + j] - e) * (Y[(size_t)i * n + j] - e);
-                    den += e * e;
-                }
-            rel[v][g] = sqrt(num / den);
+            rel[v][g] = rel_err(X, W, Y, m, n, k);
         }
         donto_qweight8_free(&qw);
     }
@@ -358,15 +352,7 @@ static void test_group_error(void) {
         donto_qweight8 qw;
         CHECK(donto_qweight8_init_ex(&qw, W, n, k, NULL, 0, v ? 64 : 0, NULL) == 0, "init");
         donto_qgemm8_grid(X, m, k, k, &qw, NULL, Y, n, scratch, 1, DONTO_ISA_PORTABLE, DONTO_QGEMM8_XMAX_VNNI);
-        double num = 0, den = 0;
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < n; j++) {
-                double e = 0;
-                for (int c = 0; c < k; c++) e += (double)X[(size_t)i * k + c] * W[(size_t)j * k + c];
-                num += (Y[(size_t)i * n + j] - e) * (Y[(size_t)i * n + j] - e);
-                den += e * e;
-            }
-        rel[v] = sqrt(num / den);
+        rel[v] = rel_err(X, W, Y, m, n, k);
         donto_qweight8_free(&qw);
     }
     fprintf(stderr, "int8 relative error, weights of group-varying size: %.3g per row, %.3g per group of 64\n", rel[0],

@@ -789,14 +789,23 @@ Q8_AVX512 static void q8z_flush(int MR, int NP, const int32_t *acc, const float 
     Q8G_FL(64, 5, 17) Q8G_FL(0, 6, 18) Q8G_FL(64, 7, 19) Q8G_FL(0, 8, 20) Q8G_FL(64, 9, 21)             \
     Q8G_FL(0, 10, 22) Q8G_FL(64, 11, 23)
 #define Q8G_ZF(r) "vpxord %%zmm" #r ", %%zmm" #r ", %%zmm" #r "\n\t"
+#define Q8G_ZERO_F                                                                                       \
+    Q8G_ZF(12) Q8G_ZF(13) Q8G_ZF(14) Q8G_ZF(15) Q8G_ZF(16) Q8G_ZF(17) Q8G_ZF(18) Q8G_ZF(19) Q8G_ZF(20) \
+    Q8G_ZF(21) Q8G_ZF(22) Q8G_ZF(23)
 #define Q8G_STF(r, off) "vmovaps %%zmm" #r ", " #off "(%[fb])\n\t"
+#define Q8G_STORE_F                                                                                           \
+    Q8G_STF(12, 0) Q8G_STF(13, 64) Q8G_STF(14, 128) Q8G_STF(15, 192) Q8G_STF(16, 256) Q8G_STF(17, 320)       \
+    Q8G_STF(18, 384) Q8G_STF(19, 448) Q8G_STF(20, 512) Q8G_STF(21, 576) Q8G_STF(22, 640) Q8G_STF(23, 704)
+#define Q8G_CLOBBERS                                                                                             \
+    "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",     \
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", \
+        "xmm23", "xmm24", "xmm25", "xmm26"
 Q8_AVX512VNNI static void q8g_block6_asm(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride,
                                          int nquads, int gquads, const float *gp, size_t gstride, float *fb) {
     const char *pa = (const char *)a, *pb = pa + 3 * lda;
     long rem = nquads, n = 0, gq = gquads;
     __asm__ volatile(
-        Q8G_ZF(12) Q8G_ZF(13) Q8G_ZF(14) Q8G_ZF(15) Q8G_ZF(16) Q8G_ZF(17)
-        Q8G_ZF(18) Q8G_ZF(19) Q8G_ZF(20) Q8G_ZF(21) Q8G_ZF(22) Q8G_ZF(23)
+        Q8G_ZERO_F
         "2:\n\t"
         KASM_ZERO_0_11
         "mov %[gq], %[n]\n\t"
@@ -817,13 +826,10 @@ Q8_AVX512VNNI static void q8g_block6_asm(const uint8_t *a, size_t lda, const int
         "add %[gs], %[g]\n\t"
         "test %[rem], %[rem]\n\t"
         "jnz 2b\n\t"
-        Q8G_STF(12, 0) Q8G_STF(13, 64) Q8G_STF(14, 128) Q8G_STF(15, 192) Q8G_STF(16, 256) Q8G_STF(17, 320)
-        Q8G_STF(18, 384) Q8G_STF(19, 448) Q8G_STF(20, 512) Q8G_STF(21, 576) Q8G_STF(22, 640) Q8G_STF(23, 704)
+        Q8G_STORE_F
         : [pa] "+r"(pa), [pb] "+r"(pb), [b] "+r"(bp), [n] "+r"(n), [rem] "+r"(rem), [g] "+r"(gp)
         : [s] "r"(lda), [ps] "r"(pstride), [gq] "r"(gq), [gs] "r"(gstride), [fb] "r"(fb)
-        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
-          "xmm23", "xmm24", "xmm25", "xmm26");
+        : Q8G_CLOBBERS);
 }
 
 /* The same for groups of 64 (16 k quads) over a k of whole groups, the
@@ -844,8 +850,7 @@ Q8_AVX512VNNI static void q8g64_block6_asm(const uint8_t *a, size_t lda, const i
     const char *pa = (const char *)a, *pb = pa + 3 * lda;
     long ng = ngroups; /* >= 1 */
     __asm__ volatile(
-        Q8G_ZF(12) Q8G_ZF(13) Q8G_ZF(14) Q8G_ZF(15) Q8G_ZF(16) Q8G_ZF(17)
-        Q8G_ZF(18) Q8G_ZF(19) Q8G_ZF(20) Q8G_ZF(21) Q8G_ZF(22) Q8G_ZF(23)
+        Q8G_ZERO_F
         "2:\n\t"
         KASM_ZERO_0_11
         Q8G_QUAD(0) Q8G_QUAD(1) Q8G_QUAD(2) Q8G_QUAD(3) Q8G_QUAD(4) Q8G_QUAD(5) Q8G_QUAD(6) Q8G_QUAD(7)
@@ -857,13 +862,10 @@ Q8_AVX512VNNI static void q8g64_block6_asm(const uint8_t *a, size_t lda, const i
         "add %[gs], %[g]\n\t"
         "dec %[ng]\n\t"
         "jnz 2b\n\t"
-        Q8G_STF(12, 0) Q8G_STF(13, 64) Q8G_STF(14, 128) Q8G_STF(15, 192) Q8G_STF(16, 256) Q8G_STF(17, 320)
-        Q8G_STF(18, 384) Q8G_STF(19, 448) Q8G_STF(20, 512) Q8G_STF(21, 576) Q8G_STF(22, 640) Q8G_STF(23, 704)
+        Q8G_STORE_F
         : [pa] "+r"(pa), [pb] "+r"(pb), [b] "+r"(bp), [ng] "+r"(ng), [g] "+r"(gp)
         : [s] "r"(lda), [ps] "r"(pstride), [gs] "r"(gstride), [fb] "r"(fb)
-        : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
-          "xmm23", "xmm24", "xmm25", "xmm26");
+        : Q8G_CLOBBERS);
 }
 
 /* One task: rows [i0, i1) x panels [p0, p1); per pair of panels the 8-row
