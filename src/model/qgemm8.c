@@ -206,7 +206,6 @@ int donto_qweight8_get(const donto_qweight8 *q, int j, int c) { return q->packed
 
 /* ---- activations -------------------------------------------------------- */
 
-
 /* Grid of a row from its range (xmax + 1 levels); returns the dequant
  * scale, sets inv, zp. */
 static inline float q8_grid(float lo, float hi, int xmax, float *inv, int32_t *zp) {
@@ -243,7 +242,6 @@ static float q8_quant_row_scalar(const float *x, const float *keep, int k, int x
     for (; c < kpad; c++) q[c] = 0;
     return s;
 }
-
 
 #ifdef Q8_X86
 /* The range [lo, hi] (from 0) of n lanes' minima tl and maxima th, in lane
@@ -325,7 +323,6 @@ Q8_AVX512 static float q8_quant_row_zmm(const float *x, const float *keep, int k
     for (int c = k; c < kpad; c++) q[c] = 0;
     return s;
 }
-
 #endif
 
 /* ---- portable path ---------------------------------------------------------- */
@@ -812,16 +809,7 @@ Q8_AVX512VNNI static void q8g_block6_asm(const uint8_t *a, size_t lda, const int
         "cmp %[n], %[rem]\n\t"
         "cmovl %[rem], %[n]\n\t"
         "sub %[n], %[rem]\n\t"
-        "1:\n\t"
-        "vmovdqa64 (%[b]), %%zmm24\n\t"
-        "vmovdqa64 (%[b],%[ps],1), %%zmm25\n\t"
-        Q8G_ROW("(%[pa])", "", 0, 1) Q8G_ROW("(%[pa],", "%[s],1)", 2, 3) Q8G_ROW("(%[pa],", "%[s],2)", 4, 5)
-        Q8G_ROW("(%[pb])", "", 6, 7) Q8G_ROW("(%[pb],", "%[s],1)", 8, 9) Q8G_ROW("(%[pb],", "%[s],2)", 10, 11)
-        "add $4, %[pa]\n\t"
-        "add $4, %[pb]\n\t"
-        "add $64, %[b]\n\t"
-        "dec %[n]\n\t"
-        "jnz 1b\n\t"
+        KASM_LOOP_6X32(Q8G_ROW)
         Q8G_FLUSH
         "add %[gs], %[g]\n\t"
         "test %[rem], %[rem]\n\t"
@@ -834,17 +822,12 @@ Q8_AVX512VNNI static void q8g_block6_asm(const uint8_t *a, size_t lda, const int
 
 /* The same for groups of 64 (16 k quads) over a k of whole groups, the
  * group's quads unrolled: a loop of 16 left on a misprediction at every
- * group's end, which took ~10% of the forward with groups of 64. */
-#define Q8G_QROW(i, base, idx, r0, r1)                                               \
-    "vpbroadcastd 4*" #i base idx ", %%zmm26\n\t"                                     \
-    "vpdpbusd %%zmm24, %%zmm26, %%zmm" #r0 "\n\t"                                     \
-    "vpdpbusd %%zmm25, %%zmm26, %%zmm" #r1 "\n\t"
+ * group's end, which took ~10% of the forward with groups of 64. Quad i
+ * reads its weights 64 i bytes on and its activations 4 i. */
 #define Q8G_QUAD(i)                                                                                          \
     "vmovdqa64 64*" #i "(%[b]), %%zmm24\n\t"                                                               \
     "vmovdqa64 64*" #i "(%[b],%[ps],1), %%zmm25\n\t"                                                       \
-    Q8G_QROW(i, "(%[pa])", "", 0, 1) Q8G_QROW(i, "(%[pa],", "%[s],1)", 2, 3)                                \
-    Q8G_QROW(i, "(%[pa],", "%[s],2)", 4, 5) Q8G_QROW(i, "(%[pb])", "", 6, 7)                                \
-    Q8G_QROW(i, "(%[pb],", "%[s],1)", 8, 9) Q8G_QROW(i, "(%[pb],", "%[s],2)", 10, 11)
+    KASM_ROWS_6_AT(Q8G_ROW, "4*" #i)
 Q8_AVX512VNNI static void q8g64_block6_asm(const uint8_t *a, size_t lda, const int8_t *bp, size_t pstride,
                                            int ngroups, const float *gp, size_t gstride, float *fb) {
     const char *pa = (const char *)a, *pb = pa + 3 * lda;
