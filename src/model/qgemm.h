@@ -151,8 +151,7 @@ typedef struct donto_qweight8 {
      * output row and group of `group` input channels; the kernel flushes its
      * int32 sums to fp32 after every group. */
     int group;        /* 0: one scale per row (scale, colsum above) */
-    int ngroups;      /* ceil(k / group); 1 when group is 0 */
-    float *gscale;    /* [ngroups][npanels * 16] dequant scale per row and group */
+    float *gscale;    /* [ceil(k / group)][npanels * 16] dequant scale per row and group */
     float *gcorr;     /* [npanels * 16] the zero point's weight: sum over g of gcolsum * gscale */
 } donto_qweight8;
 

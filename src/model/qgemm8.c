@@ -119,8 +119,8 @@ int donto_qweight8_init_ex(donto_qweight8 *q, const float *W, int n, int k, cons
     const int kquads = (int)(((long)k + 3) / 4), npanels = (int)(((long)n + Q8_NR - 1) / Q8_NR);
     const size_t npad = (size_t)npanels * Q8_NR, nval = npad * (size_t)kquads * 4;
     q->n = n, q->k = k, q->kquads = kquads, q->npanels = npanels, q->nout = nout;
-    q->group = group, q->ngroups = group ? (k + group - 1) / group : 1;
-    const size_t ng = (size_t)q->ngroups;
+    q->group = group;
+    const size_t ng = group ? ((size_t)k + (size_t)group - 1) / (size_t)group : 1;
     if (group) {
         q->gscale = donto_aligned_alloc(ng * npad * sizeof(float));
         q->gcorr = donto_aligned_alloc(npad * sizeof(float));
@@ -157,15 +157,11 @@ int donto_qweight8_init_ex(donto_qweight8 *q, const float *W, int n, int k, cons
     }
     for (int j = 0; j < n; j++) {
         const float *row = W + (size_t)j * (size_t)k;
-        float amax = 0.0f;
-        for (int c = 0; c < k; c++) {
+        for (int c = 0; c < k; c++)
             if (!isfinite(row[c])) {
                 donto_qweight8_free(q);
                 return donto_seterr(err, "qweight8: weight [%d, %d] is not finite (%g)", j, c, (double)row[c]);
             }
-            float a = fabsf(row[c]) * q->keep[c];
-            if (a > amax) amax = a;
-        }
         int32_t cs = 0;
         float gcorr = 0.0f;
         /* per row (group 0: one group of all k), or per group of k */
@@ -499,14 +495,15 @@ Q8_AVX2 static inline __attribute__((always_inline)) void q8_store_rows(
         b0 = _mm256_loadu_ps(tb);
         b1 = _mm256_loadu_ps(tb + 8);
     }
+    const __m256 gc0 = facc ? _mm256_loadu_ps(W->gcorr + j0) : _mm256_setzero_ps();
+    const __m256 gc1 = facc ? _mm256_loadu_ps(W->gcorr + j0 + 8) : _mm256_setzero_ps();
     __m256 y0[Q8_MR], y1[Q8_MR];
     for (int i = 0; i < MR; i++) {
         const __m256 s = _mm256_set1_ps(sx[i]);
         if (facc) { /* group scales: (f - zp * gcorr) * sx + bias */
             const __m256 z = _mm256_set1_ps((float)zp[i]);
-            y0[i] = _mm256_fmadd_ps(_mm256_fnmadd_ps(z, _mm256_loadu_ps(W->gcorr + j0), _mm256_load_ps(facc[i])), s, b0);
-            y1[i] = _mm256_fmadd_ps(_mm256_fnmadd_ps(z, _mm256_loadu_ps(W->gcorr + j0 + 8), _mm256_load_ps(facc[i] + 8)),
-                                    s, b1);
+            y0[i] = _mm256_fmadd_ps(_mm256_fnmadd_ps(z, gc0, _mm256_load_ps(facc[i])), s, b0);
+            y1[i] = _mm256_fmadd_ps(_mm256_fnmadd_ps(z, gc1, _mm256_load_ps(facc[i] + 8)), s, b1);
             continue;
         }
         const __m256i z = _mm256_set1_epi32(zp[i]);
@@ -722,11 +719,12 @@ Q8_AVX512 static inline __attribute__((always_inline)) void q8z_store_rows(
         const __m512 swq = _mm512_loadu_ps(sw + q * Q8_NR);
         const __m512i csq = _mm512_loadu_si512((const void *)(colsum + q * Q8_NR));
         const __m512 bq = bias ? _mm512_maskz_loadu_ps(m, bias + q * Q8_NR) : _mm512_setzero_ps();
+        const __m512 gcq = facc ? _mm512_loadu_ps(W->gcorr + j0 + q * Q8_NR) : _mm512_setzero_ps();
         __m512 yv[Q8Z_MR];
         for (int i = 0; i < MR; i++) {
             if (facc) { /* group scales: (f - zp * gcorr) * sx + bias */
-                const __m512 t = _mm512_fnmadd_ps(_mm512_set1_ps((float)zp[i]), _mm512_loadu_ps(W->gcorr + j0 + q * Q8_NR),
-                                                  _mm512_load_ps(facc + 32 * i + 16 * q));
+                const __m512 t =
+                    _mm512_fnmadd_ps(_mm512_set1_ps((float)zp[i]), gcq, _mm512_load_ps(facc + 32 * i + 16 * q));
                 yv[i] = _mm512_fmadd_ps(t, _mm512_set1_ps(sx[i]), bq);
                 continue;
             }

@@ -162,12 +162,13 @@ int bert_quant_init8(bert_quant **out, const donto_bert_weights *w, donto_isa is
         }
     }
     if (!rc) {
-        /* Name the mix: "int8 ... + int16 ... for ffn_out". */
+        /* Name the mix: "int8 ... [with weight scales per G k] [+ int16 ... for ffn_out]". */
         static const char *const mat[4] = {"qkv", "attn_out", "ffn_in", "ffn_out"};
         int gr = 0;
         for (int i = 0; i < 4; i++)
             if (!(keep16 >> i & 1) && sch->group[i]) gr = sch->group[i];
-        int o = snprintf(q->name, sizeof q->name, "%s", gr ? donto_qgemm8_group_kernel_name(isa) : donto_qgemm8_kernel_name(isa));
+        int o = snprintf(q->name, sizeof q->name, "%s",
+                         gr ? donto_qgemm8_group_kernel_name(isa) : donto_qgemm8_kernel_name(isa));
         if (gr) o += snprintf(q->name + o, sizeof q->name - (size_t)o, " with weight scales per %d k", gr);
         if (keep16 & 15u) {
             o += snprintf(q->name + o, sizeof q->name - (size_t)o, " + %s for", donto_qgemm_kernel_name(isa));
