@@ -73,12 +73,16 @@ static size_t q8_lda(int k) {
     return (kq + 31) & ~(size_t)31;
 }
 
-/* Scratch: A [m][lda] u8, then per row sx and zp. */
+/* Scratch: A [m][lda] u8, then per row sx and zp, then each row's
+ * outlier channels' values [m][MAXOUT] (row stride nout), gathered once per
+ * row so the epilogues read them from one line instead of nout lines of X
+ * per tile and panel. */
 static size_t q8_al(size_t b) { return (b + 63) & ~(size_t)63; }
 
 size_t donto_qgemm8_scratch_size(int m, int k) {
     if (m <= 0 || k <= 0) return 64;
-    return 64 + q8_al((size_t)m * q8_lda(k)) + 2 * q8_al((size_t)m * 4);
+    return 64 + q8_al((size_t)m * q8_lda(k)) + 2 * q8_al((size_t)m * 4) +
+           q8_al((size_t)m * DONTO_QGEMM8_MAXOUT * sizeof(float));
 }
 
 /* ---- weights ---------------------------------------------------------- */
@@ -483,8 +487,8 @@ static const q8_block_fn q8_blocks_avxvnni[Q8_MR + 1] = {NULL,
  * in list order, so the bits are those of the portable path. */
 Q8_AVX2 static inline __attribute__((always_inline)) void q8_store_rows(
     const int MR, int32_t acc[Q8_MR][Q8_NR], float facc[Q8_MR][Q8_NR], const float *sx, const int32_t *zp,
-    const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y, size_t ldy, const float *x,
-    size_t ldx, const donto_qweight8 *W, int j0) {
+    const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y, size_t ldy, const float *xo,
+    const donto_qweight8 *W, int j0) {
     const size_t npad = (size_t)W->npanels * Q8_NR;
     const __m256 sw0 = _mm256_load_ps(sw), sw1 = _mm256_load_ps(sw + 8);
     const __m256i cs0 = _mm256_load_si256((const __m256i *)colsum), cs1 = _mm256_load_si256((const __m256i *)(colsum + 8));
@@ -514,10 +518,10 @@ Q8_AVX2 static inline __attribute__((always_inline)) void q8_store_rows(
         y1[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), _mm256_mul_ps(s, sw1), b1);
     }
     for (int o = 0; o < W->nout; o++) {
-        const float *wo = W->out_w + (size_t)o * npad + j0, *xo = x + W->out_idx[o];
+        const float *wo = W->out_w + (size_t)o * npad + j0;
         const __m256 w0 = _mm256_loadu_ps(wo), w1 = _mm256_loadu_ps(wo + 8);
         for (int i = 0; i < MR; i++) {
-            const __m256 xv = _mm256_broadcast_ss(xo + (size_t)i * ldx);
+            const __m256 xv = _mm256_broadcast_ss(xo + (size_t)i * W->nout + o);
             y0[i] = _mm256_fmadd_ps(xv, w0, y0[i]);
             y1[i] = _mm256_fmadd_ps(xv, w1, y1[i]);
         }
@@ -540,9 +544,9 @@ Q8_AVX2 static inline __attribute__((always_inline)) void q8_store_rows(
  * registers), the short last tile of a task with a variable one. */
 Q8_AVX2 static void q8_store(int MR, int32_t acc[Q8_MR][Q8_NR], float facc[Q8_MR][Q8_NR], const float *sx,
                              const int32_t *zp, const int32_t *colsum, const float *sw, const float *bias, int ncols,
-                             float *y, size_t ldy, const float *x, size_t ldx, const donto_qweight8 *W, int j0) {
-    if (MR == Q8_MR) q8_store_rows(Q8_MR, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
-    else q8_store_rows(MR, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
+                             float *y, size_t ldy, const float *xo, const donto_qweight8 *W, int j0) {
+    if (MR == Q8_MR) q8_store_rows(Q8_MR, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
+    else q8_store_rows(MR, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
 }
 
 /* Group scales: f += float(acc) * gscale for MR rows x 16 columns, as the
@@ -561,9 +565,9 @@ Q8_AVX2 static void q8_flush(int MR, int32_t acc[Q8_MR][Q8_NR], const float *gsc
 
 /* One task: rows [i0, i1) x panels [p0, p1); per panel the 6-row
  * micro-tiles run over all of k (the panel, k x 16 bytes, stays in L1). */
-Q8_AVX2 static void q8_tile_ymm(const q8_block_fn *blocks, const float *X, size_t ldx, const uint8_t *A,
-                                size_t lda, const float *sx, const int32_t *zp, const donto_qweight8 *W,
-                                const float *bias, float *Y, size_t ldy, int i0, int i1, int p0, int p1) {
+Q8_AVX2 static void q8_tile_ymm(const q8_block_fn *blocks, const float *xo, const uint8_t *A, size_t lda,
+                                const float *sx, const int32_t *zp, const donto_qweight8 *W, const float *bias,
+                                float *Y, size_t ldy, int i0, int i1, int p0, int p1) {
     _Alignas(32) int32_t acc[Q8_MR][Q8_NR];
     _Alignas(32) float facc[Q8_MR][Q8_NR];
     const int kq = W->kquads, gq = W->group / 4;
@@ -587,7 +591,7 @@ Q8_AVX2 static void q8_tile_ymm(const q8_block_fn *blocks, const float *X, size_
                 blocks[r](A + (size_t)i * lda, lda, bp, kq, acc);
             }
             q8_store(r, acc, W->group ? facc : NULL, sx + i, zp + i, W->colsum + j0, W->scale + j0,
-                     bias ? bias + j0 : NULL, nc, Y + (size_t)i * ldy + j0, ldy, X + (size_t)i * ldx, ldx, W, j0);
+                     bias ? bias + j0 : NULL, nc, Y + (size_t)i * ldy + j0, ldy, xo + (size_t)i * W->nout, W, j0);
         }
     }
 }
@@ -707,50 +711,63 @@ static const q8z_block_fn q8zb_blocks[Q8Z_MR + 1][3] = KTILE_TABLE_8X2(q8zb_bloc
 
 /* The epilogue of q8_store_rows on NP panels of 16 columns: the same
  * operations in the same order per output, so the same bits; masked loads
- * and stores keep to the ncols (1..32) that exist. */
+ * and stores keep to the ncols (1..32) that exist. Both panels' outputs
+ * stay in registers through the outlier channels, so each of a row's
+ * gathered values (xo, row stride nout) is broadcast once for 2 x 16
+ * columns. G: 1 for group scales (facc), 0 for a scale per row (acc);
+ * constant where inlined for full tiles, so each form has its own code. */
 Q8_AVX512 static inline __attribute__((always_inline)) void q8z_store_rows(
-    const int MR, const int NP, const int32_t *acc, const float *facc, const float *sx, const int32_t *zp,
-    const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y, size_t ldy, const float *x,
-    size_t ldx, const donto_qweight8 *W, int j0) {
+    const int MR, const int NP, const int G, const int32_t *acc, const float *facc, const float *sx, const int32_t *zp,
+    const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y, size_t ldy, const float *xo,
+    const donto_qweight8 *W, int j0) {
     const size_t npad = (size_t)W->npanels * Q8_NR;
+    const int nout = W->nout;
+    __m512 yv[Q8Z_MR][2];
+    __mmask16 m[2];
     for (int q = 0; q < NP; q++) {
         const int nq = ncols - q * Q8_NR >= Q8_NR ? Q8_NR : ncols - q * Q8_NR; /* >= 1 */
-        const __mmask16 m = ktile_mask16(nq);
+        m[q] = ktile_mask16(nq);
         const __m512 swq = _mm512_loadu_ps(sw + q * Q8_NR);
         const __m512i csq = _mm512_loadu_si512((const void *)(colsum + q * Q8_NR));
-        const __m512 bq = bias ? _mm512_maskz_loadu_ps(m, bias + q * Q8_NR) : _mm512_setzero_ps();
-        const __m512 gcq = facc ? _mm512_loadu_ps(W->gcorr + j0 + q * Q8_NR) : _mm512_setzero_ps();
-        __m512 yv[Q8Z_MR];
+        const __m512 bq = bias ? _mm512_maskz_loadu_ps(m[q], bias + q * Q8_NR) : _mm512_setzero_ps();
+        const __m512 gcq = G ? _mm512_loadu_ps(W->gcorr + j0 + q * Q8_NR) : _mm512_setzero_ps();
         for (int i = 0; i < MR; i++) {
-            if (facc) { /* group scales: (f - zp * gcorr) * sx + bias */
+            if (G) { /* group scales: (f - zp * gcorr) * sx + bias */
                 const __m512 t =
                     _mm512_fnmadd_ps(_mm512_set1_ps((float)zp[i]), gcq, _mm512_load_ps(facc + 32 * i + 16 * q));
-                yv[i] = _mm512_fmadd_ps(t, _mm512_set1_ps(sx[i]), bq);
+                yv[i][q] = _mm512_fmadd_ps(t, _mm512_set1_ps(sx[i]), bq);
                 continue;
             }
             const __m512i a = _mm512_sub_epi32(_mm512_load_si512((const void *)(acc + 32 * i + 16 * q)),
                                                _mm512_mullo_epi32(_mm512_set1_epi32(zp[i]), csq));
-            yv[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(_mm512_set1_ps(sx[i]), swq), bq);
+            yv[i][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(_mm512_set1_ps(sx[i]), swq), bq);
         }
-        for (int o = 0; o < W->nout; o++) {
-            const __m512 wo = _mm512_loadu_ps(W->out_w + (size_t)o * npad + j0 + q * Q8_NR);
-            const float *xo = x + W->out_idx[o];
-            for (int i = 0; i < MR; i++) yv[i] = _mm512_fmadd_ps(_mm512_set1_ps(xo[(size_t)i * ldx]), wo, yv[i]);
-        }
-        for (int i = 0; i < MR; i++) _mm512_mask_storeu_ps(y + (size_t)i * ldy + q * Q8_NR, m, yv[i]);
     }
+    for (int o = 0; o < nout; o++) {
+        const float *wo = W->out_w + (size_t)o * npad + j0;
+        const __m512 w0 = _mm512_loadu_ps(wo), w1 = NP > 1 ? _mm512_loadu_ps(wo + Q8_NR) : w0;
+        for (int i = 0; i < MR; i++) {
+            const __m512 xv = _mm512_set1_ps(xo[(size_t)i * nout + o]);
+            yv[i][0] = _mm512_fmadd_ps(xv, w0, yv[i][0]);
+            if (NP > 1) yv[i][1] = _mm512_fmadd_ps(xv, w1, yv[i][1]);
+        }
+    }
+    for (int i = 0; i < MR; i++)
+        for (int q = 0; q < NP; q++) _mm512_mask_storeu_ps(y + (size_t)i * ldy + q * Q8_NR, m[q], yv[i][q]);
 }
 
 /* Full 8-row tiles with constant counts (the outputs stay in registers),
  * the short last tile of a task with a variable row count. */
 Q8_AVX512 static void q8z_store(int MR, int NP, const int32_t *acc, const float *facc, const float *sx,
                                 const int32_t *zp, const int32_t *colsum, const float *sw, const float *bias, int ncols,
-                                float *y, size_t ldy, const float *x, size_t ldx, const donto_qweight8 *W, int j0) {
-    if (MR == Q8Z_MR && NP == 2)
-        q8z_store_rows(Q8Z_MR, 2, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
-    else if (MR == 6 && NP == 2) /* the tiles of group scales on VNNI */
-        q8z_store_rows(6, 2, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
-    else q8z_store_rows(MR, NP, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, x, ldx, W, j0);
+                                float *y, size_t ldy, const float *xo, const donto_qweight8 *W, int j0) {
+    if (MR == Q8Z_MR && NP == 2 && !facc)
+        q8z_store_rows(Q8Z_MR, 2, 0, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
+    else if (MR == Q8Z_MR && NP == 2) /* group scales without VNNI */
+        q8z_store_rows(Q8Z_MR, 2, 1, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
+    else if (MR == 6 && NP == 2 && facc) /* the tiles of group scales on VNNI */
+        q8z_store_rows(6, 2, 1, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
+    else q8z_store_rows(MR, NP, facc != NULL, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
 }
 
 /* q8_flush on MR rows x NP panels of the zmm tile (row i, panel q at
@@ -852,9 +869,9 @@ Q8_AVX512VNNI static void q8g64_block6_asm(const uint8_t *a, size_t lda, const i
 /* One task: rows [i0, i1) x panels [p0, p1); per pair of panels the 8-row
  * micro-tiles run over all of k (the pair's weights, k x 32 bytes, stay
  * in L1); an odd last panel runs alone. */
-Q8_AVX512 static void q8_tile_zmm(const q8z_block_fn (*blocks)[3], const float *X, size_t ldx, const uint8_t *A,
-                                  size_t lda, const float *sx, const int32_t *zp, const donto_qweight8 *W,
-                                  const float *bias, float *Y, size_t ldy, int i0, int i1, int p0, int p1) {
+Q8_AVX512 static void q8_tile_zmm(const q8z_block_fn (*blocks)[3], const float *xo, const uint8_t *A, size_t lda,
+                                  const float *sx, const int32_t *zp, const donto_qweight8 *W, const float *bias,
+                                  float *Y, size_t ldy, int i0, int i1, int p0, int p1) {
     _Alignas(64) int32_t acc[Q8Z_MR * 2 * Q8_NR];
     _Alignas(64) float facc[Q8Z_MR * 2 * Q8_NR];
     const int kq = W->kquads, gq = W->group / 4;
@@ -883,7 +900,7 @@ Q8_AVX512 static void q8_tile_zmm(const q8z_block_fn (*blocks)[3], const float *
                 blocks[r][np](A + (size_t)i * lda, lda, bp, pstride, kq, acc);
             }
             q8z_store(r, np, acc, W->group ? facc : NULL, sx + i, zp + i, W->colsum + j0, W->scale + j0,
-                      bias ? bias + j0 : NULL, nc, Y + (size_t)i * ldy + j0, ldy, X + (size_t)i * ldx, ldx, W, j0);
+                      bias ? bias + j0 : NULL, nc, Y + (size_t)i * ldy + j0, ldy, xo + (size_t)i * W->nout, W, j0);
         }
     }
 }
@@ -913,6 +930,8 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
     uint8_t *A = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     float *sx = (float *)(A + q8_al((size_t)m * lda));
     int32_t *zp = (int32_t *)((char *)sx + q8_al((size_t)m * 4));
+    float *xo = (float *)((char *)zp + q8_al((size_t)m * 4)); /* [m][nout] */
+    const int nout = W->nout;
     const int mtiles = (m + Q8_MT - 1) / Q8_MT, ntiles = simd ? (npanels + Q8_NTP - 1) / Q8_NTP : 1;
     const int ntasks = mtiles * ntiles;
     int nt = nthreads > 0 ? nthreads : omp_get_max_threads();
@@ -928,6 +947,7 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
         for (int i = 0; i < m; i++) {
             const float *x = X + (size_t)i * (size_t)ldx;
             uint8_t *q = A + (size_t)i * lda;
+            for (int o = 0; o < nout; o++) xo[(size_t)i * nout + o] = x[W->out_idx[o]];
 #ifdef Q8_X86
             if (simd && i + 2 < m) ktile_prefetch_row(x + 2 * (size_t)ldx, W->k);
             if (cpu_isa_zmm(isa)) /* any grid: xmax is a parameter */
@@ -946,10 +966,10 @@ void donto_qgemm8_grid(const float *X, int m, int k, int ldx, const donto_qweigh
             const int p1 = simd && p0 + Q8_NTP < npanels ? p0 + Q8_NTP : npanels;
 #ifdef Q8_X86
             if (cpu_isa_zmm(isa))
-                q8_tile_zmm(cpu_isa_vnni(isa) ? q8z_blocks : q8zb_blocks, X, (size_t)ldx, A, lda, sx, zp, W, bias,
-                            Y, (size_t)ldy, i0, i1, p0, p1);
+                q8_tile_zmm(cpu_isa_vnni(isa) ? q8z_blocks : q8zb_blocks, xo, A, lda, sx, zp, W, bias, Y,
+                            (size_t)ldy, i0, i1, p0, p1);
             else if (simd)
-                q8_tile_ymm(blocks, X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
+                q8_tile_ymm(blocks, xo, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1, p0, p1);
             else
 #endif
                 q8_tile_portable(X, (size_t)ldx, A, lda, sx, zp, W, bias, Y, (size_t)ldy, i0, i1); /* every panel */
