@@ -220,13 +220,18 @@ QG_AVX2 static float qg_quant_row_avx2(const float *x, int k, int16_t *q, int kp
 #ifdef QG_X86
 /* The AVX2 loop's operations 16 lanes at a time, the tail under a mask. */
 QG_AVX512 static float qg_quant_row_zmm(const float *x, int k, int16_t *q, int kpad) {
-    __m512 m = _mm512_setzero_ps();
-    for (int c = 0; c < k; c += 16)
-        m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_maskz_loadu_ps(ktile_mask16(k - c), x + c)));
+    /* four maxima in flight (one waited on each vmaxps before it) */
+    __m512 m4[4];
+    for (int e = 0; e < 4; e++) m4[e] = _mm512_setzero_ps();
+    int c = 0;
+    for (; c + 64 <= k; c += 64)
+        for (int e = 0; e < 4; e++) m4[e] = _mm512_max_ps(m4[e], _mm512_abs_ps(_mm512_loadu_ps(x + c + 16 * e)));
+    __m512 m = _mm512_max_ps(_mm512_max_ps(m4[0], m4[1]), _mm512_max_ps(m4[2], m4[3]));
+    for (; c < k; c += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_maskz_loadu_ps(ktile_mask16(k - c), x + c)));
     float inv, scale = qg_scales(_mm512_reduce_max_ps(m), DONTO_QGEMM_XMAX, &inv);
     const __m512 vinv = _mm512_set1_ps(inv);
     const __m512i lo = _mm512_set1_epi32(-DONTO_QGEMM_XMAX), hi = _mm512_set1_epi32(DONTO_QGEMM_XMAX);
-    for (int c = 0; c < k; c += 16) {
+    for (c = 0; c < k; c += 16) {
         const __mmask16 mk = ktile_mask16(k - c);
         const __m512i i = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + c), vinv));
         _mm512_mask_cvtepi32_storeu_epi16(q + c, mk, _mm512_min_epi32(_mm512_max_epi32(i, lo), hi));

@@ -257,8 +257,19 @@ static inline void q8_fold_range(const float *tl, const float *th, int n, float 
 
 Q8_AVX2 static float q8_quant_row_avx2(const float *x, const float *keep, int k, int xmax, uint8_t *q, int kpad,
                                        int32_t *zp) {
-    __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
+    /* four minima and maxima in flight (one pair waited on each vminps /
+     * vmaxps before it); min and max give the same value in any order */
+    __m256 lo4[4], hi4[4];
+    for (int e = 0; e < 4; e++) lo4[e] = hi4[e] = _mm256_setzero_ps();
     int c = 0;
+    for (; c + 32 <= k; c += 32)
+        for (int e = 0; e < 4; e++) {
+            const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + c + 8 * e), _mm256_loadu_ps(keep + c + 8 * e));
+            lo4[e] = _mm256_min_ps(lo4[e], v);
+            hi4[e] = _mm256_max_ps(hi4[e], v);
+        }
+    __m256 vlo = _mm256_min_ps(_mm256_min_ps(lo4[0], lo4[1]), _mm256_min_ps(lo4[2], lo4[3]));
+    __m256 vhi = _mm256_max_ps(_mm256_max_ps(hi4[0], hi4[1]), _mm256_max_ps(hi4[2], hi4[3]));
     for (; c + 8 <= k; c += 8) {
         const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + c), _mm256_loadu_ps(keep + c));
         vlo = _mm256_min_ps(vlo, v);
@@ -298,8 +309,19 @@ Q8_AVX2 static float q8_quant_row_avx2(const float *x, const float *keep, int k,
  * (masked-off lanes read 0, which the range starts from anyway). */
 Q8_AVX512 static float q8_quant_row_zmm(const float *x, const float *keep, int k, int xmax, uint8_t *q,
                                         int kpad, int32_t *zp) {
-    __m512 vlo = _mm512_setzero_ps(), vhi = _mm512_setzero_ps();
-    for (int c = 0; c < k; c += 16) {
+    /* four minima and maxima in flight, as the AVX2 loop */
+    __m512 lo4[4], hi4[4];
+    for (int e = 0; e < 4; e++) lo4[e] = hi4[e] = _mm512_setzero_ps();
+    int c = 0;
+    for (; c + 64 <= k; c += 64)
+        for (int e = 0; e < 4; e++) {
+            const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + c + 16 * e), _mm512_loadu_ps(keep + c + 16 * e));
+            lo4[e] = _mm512_min_ps(lo4[e], v);
+            hi4[e] = _mm512_max_ps(hi4[e], v);
+        }
+    __m512 vlo = _mm512_min_ps(_mm512_min_ps(lo4[0], lo4[1]), _mm512_min_ps(lo4[2], lo4[3]));
+    __m512 vhi = _mm512_max_ps(_mm512_max_ps(hi4[0], hi4[1]), _mm512_max_ps(hi4[2], hi4[3]));
+    for (; c < k; c += 16) {
         const __mmask16 m = ktile_mask16(k - c);
         const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + c), _mm512_maskz_loadu_ps(m, keep + c));
         vlo = _mm512_min_ps(vlo, v);
