@@ -246,6 +246,11 @@ static void test_groups(void) {
     run_case_ex(70, 384, 1536, 0, 0, 1, 8, 1, 64);
     run_case_ex(70, 384, 1536, 1, 2, 1, 8, 2, 128);
     run_case_ex(61, 1152, 384, 0, 0, 1, 0, 1, 64);
+    /* full 6 x 32 tiles of groups of 64, whose epilogue runs in the
+     * group kernel's registers on VNNI: without bias, with padded strides */
+    run_case_ex(30, 64, 256, 0, 0, 0, 0, 1, 64);
+    run_case_ex(30, 96, 128, 2, 3, 0, 5, 1, 64);
+    run_case_ex(13, 160, 192, 1, 7, 1, 3, 2, 64);
 }
 
 /* Extremes: saturation-prone inputs (every x at the grid ends, every |w| at
