@@ -736,10 +736,11 @@ static const q8z_block_fn q8zb_blocks[Q8Z_MR + 1][3] = KTILE_TABLE_8X2(q8zb_bloc
  * and stores keep to the ncols (1..32) that exist. Both panels' outputs
  * stay in registers through the outlier channels, so each of a row's
  * gathered values (xo, row stride nout) is broadcast once for 2 x 16
- * columns. G: 1 for group scales (facc), 0 for a scale per row (acc);
- * constant where inlined for full tiles, so each form has its own code. */
+ * columns. facc: the group scales' fp32 sums, or NULL for a scale per row
+ * (acc); q8z_store's branches test it, so each inlined full tile has the
+ * code of its own form. */
 Q8_AVX512 static inline __attribute__((always_inline)) void q8z_store_rows(
-    const int MR, const int NP, const int G, const int32_t *acc, const float *facc, const float *sx, const int32_t *zp,
+    const int MR, const int NP, const int32_t *acc, const float *facc, const float *sx, const int32_t *zp,
     const int32_t *colsum, const float *sw, const float *bias, int ncols, float *y, size_t ldy, const float *xo,
     const donto_qweight8 *W, int j0) {
     const size_t npad = (size_t)W->npanels * Q8_NR;
@@ -752,9 +753,9 @@ Q8_AVX512 static inline __attribute__((always_inline)) void q8z_store_rows(
         const __m512 swq = _mm512_loadu_ps(sw + q * Q8_NR);
         const __m512i csq = _mm512_loadu_si512((const void *)(colsum + q * Q8_NR));
         const __m512 bq = bias ? _mm512_maskz_loadu_ps(m[q], bias + q * Q8_NR) : _mm512_setzero_ps();
-        const __m512 gcq = G ? _mm512_loadu_ps(W->gcorr + j0 + q * Q8_NR) : _mm512_setzero_ps();
+        const __m512 gcq = facc ? _mm512_loadu_ps(W->gcorr + j0 + q * Q8_NR) : _mm512_setzero_ps();
         for (int i = 0; i < MR; i++) {
-            if (G) { /* group scales: (f - zp * gcorr) * sx + bias */
+            if (facc) { /* group scales: (f - zp * gcorr) * sx + bias */
                 const __m512 t =
                     _mm512_fnmadd_ps(_mm512_set1_ps((float)zp[i]), gcq, _mm512_load_ps(facc + 32 * i + 16 * q));
                 yv[i][q] = _mm512_fmadd_ps(t, _mm512_set1_ps(sx[i]), bq);
@@ -784,12 +785,12 @@ Q8_AVX512 static void q8z_store(int MR, int NP, const int32_t *acc, const float 
                                 const int32_t *zp, const int32_t *colsum, const float *sw, const float *bias, int ncols,
                                 float *y, size_t ldy, const float *xo, const donto_qweight8 *W, int j0) {
     if (MR == Q8Z_MR && NP == 2 && !facc)
-        q8z_store_rows(Q8Z_MR, 2, 0, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
+        q8z_store_rows(Q8Z_MR, 2, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
     else if (MR == Q8Z_MR && NP == 2) /* group scales without VNNI */
-        q8z_store_rows(Q8Z_MR, 2, 1, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
+        q8z_store_rows(Q8Z_MR, 2, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
     else if (MR == 6 && NP == 2 && facc) /* the tiles of group scales on VNNI */
-        q8z_store_rows(6, 2, 1, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
-    else q8z_store_rows(MR, NP, facc != NULL, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
+        q8z_store_rows(6, 2, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
+    else q8z_store_rows(MR, NP, acc, facc, sx, zp, colsum, sw, bias, ncols, y, ldy, xo, W, j0);
 }
 
 /* q8_flush on MR rows x NP panels of the zmm tile (row i, panel q at
