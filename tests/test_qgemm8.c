@@ -64,21 +64,24 @@ static void ref_quant_row(const float *x, int k, const char *isout, int xmax, ui
     for (int c = 0; c < k; c++) xq[c] = (uint8_t)rclamp(lrintf((isout[c] ? 0.0f : x[c]) * inv) + *zp, 0, xmax);
 }
 
-/* The documented scheme with weight scales per row and group of k
- * (qgemm.h, donto_qweight8_init_ex), spelled out on unpacked data. */
-static void ref_qgemm8_group(const float *X, int m, int k, int ldx, const float *W, int n, const int *out, int nout,
-                             int group, const float *bias, int xmax, float *R, int ldy) {
-    const int ng = (k + group - 1) / group;
+/* The documented schemes (qgemm.h), spelled out on unpacked data: group
+ * 0, a weight scale per row (one group of all k, the "int8 path" formula);
+ * else scales per row and group of k (donto_qweight8_init_ex). */
+static void ref_qgemm8(const float *X, int m, int k, int ldx, const float *W, int n, const int *out, int nout,
+                       int group, const float *bias, int xmax, float *R, int ldy) {
+    const int gk = group ? group : k, ng = (k + gk - 1) / gk;
     char *isout = calloc((size_t)k, 1);
     for (int o = 0; o < nout; o++) isout[out[o]] = 1;
     int8_t *wq = malloc((size_t)n * k);
     float *sw = malloc(sizeof(float) * n * ng), *corr = malloc(sizeof(float) * n);
+    int32_t *cs = malloc(sizeof(int32_t) * n);
     for (int j = 0; j < n; j++) {
-        corr[j] = 0;
+        corr[j] = 0, cs[j] = 0;
         for (int g = 0; g < ng; g++) {
-            const int c0 = g * group, c1 = c0 + group < k ? c0 + group : k;
-            const int32_t cs = ref_quant_weights(W + (size_t)j * k, c0, c1, isout, wq + (size_t)j * k, &sw[j * ng + g]);
-            corr[j] = fmaf((float)cs, sw[j * ng + g], corr[j]);
+            const int c0 = g * gk, c1 = c0 + gk < k ? c0 + gk : k;
+            const int32_t gcs = ref_quant_weights(W + (size_t)j * k, c0, c1, isout, wq + (size_t)j * k, &sw[j * ng + g]);
+            cs[j] += gcs;
+            corr[j] = fmaf((float)gcs, sw[j * ng + g], corr[j]);
         }
     }
     uint8_t *xq = malloc((size_t)k);
@@ -89,47 +92,20 @@ static void ref_qgemm8_group(const float *X, int m, int k, int ldx, const float 
         ref_quant_row(x, k, isout, xmax, xq, &sx, &zp);
         for (int j = 0; j < n; j++) {
             float f = 0;
+            int32_t s = 0; /* over all of k (one group when group is 0) */
             for (int g = 0; g < ng; g++) {
-                int32_t s = 0;
-                for (int c = g * group; c < k && c < (g + 1) * group; c++) s += (int32_t)xq[c] * wq[(size_t)j * k + c];
-                f = fmaf((float)s, sw[j * ng + g], f);
+                int32_t sg = 0;
+                for (int c = g * gk; c < k && c < (g + 1) * gk; c++) sg += (int32_t)xq[c] * wq[(size_t)j * k + c];
+                s += sg;
+                f = fmaf((float)sg, sw[j * ng + g], f);
             }
-            float y = fmaf(fmaf(-(float)zp, corr[j], f), sx, bias ? bias[j] : 0.0f);
+            const float b = bias ? bias[j] : 0.0f;
+            float y = group ? fmaf(fmaf(-(float)zp, corr[j], f), sx, b) : fmaf((float)(s - zp * cs[j]), sx * sw[j], b);
             for (int o = 0; o < nout; o++) y = fmaf(x[out[o]], W[(size_t)j * k + out[o]], y);
             R[(size_t)i * ldy + j] = y;
         }
     }
-    free(isout), free(wq), free(sw), free(corr), free(xq);
-}
-
-/* The documented scheme (weight scales per row), spelled out on unpacked data. */
-static void ref_qgemm8(const float *X, int m, int k, int ldx, const float *W, int n, const int *out, int nout,
-                       const float *bias, int xmax, float *R, int ldy) {
-    char *isout = calloc((size_t)k, 1);
-    for (int o = 0; o < nout; o++) isout[out[o]] = 1;
-    int8_t *wq = malloc((size_t)n * k);
-    float *sw = malloc(sizeof(float) * n);
-    int32_t *cs = malloc(sizeof(int32_t) * n);
-    for (int j = 0; j < n; j++) cs[j] = ref_quant_weights(W + (size_t)j * k, 0, k, isout, wq + (size_t)j * k, &sw[j]);
-    uint8_t *xq = malloc((size_t)k);
-    for (int i = 0; i < m; i++) {
-        const float *x = X + (size_t)i * ldx;
-        float sx;
-        int32_t zp;
-        ref_quant_row(x, k, isout, xmax, xq, &sx, &zp);
-        for (int j = 0; j < n; j++) {
-            int32_t s = 0;
-            for (int c = 0; c < k; c++) s += (int32_t)xq[c] * wq[(size_t)j * k + c];
-            float y = fmaf((float)(s - zp * cs[j]), sx * sw[j], bias ? bias[j] : 0.0f);
-            for (int o = 0; o < nout; o++) y = fmaf(x[out[o]], W[(size_t)j * k + out[o]], y);
-            R[(size_t)i * ldy + j] = y;
-        }
-    }
-    free(isout);
-    free(wq);
-    free(sw);
-    free(cs);
-    free(xq);
+    free(isout), free(wq), free(sw), free(corr), free(cs), free(xq);
 }
 
 /* LayerNorm-like rows with a few outlier channels 15-25x the rest. */
@@ -176,10 +152,7 @@ static void run_case_ex(int m, int n, int k, int ldx_pad, int ldy_pad, int use_b
     for (int g = 0; g < 2; g++) {
         const int xmax = grids[g];
         for (size_t e = 0; e < (size_t)m * ldy; e++) R[e] = P[e] = Y[e] = -7.0f;
-        if (group)
-            ref_qgemm8_group(X, m, k, ldx, W, n, out, nout, group, use_bias ? bias : NULL, xmax, R, ldy);
-        else
-            ref_qgemm8(X, m, k, ldx, W, n, out, nout, use_bias ? bias : NULL, xmax, R, ldy);
+        ref_qgemm8(X, m, k, ldx, W, n, out, nout, group, use_bias ? bias : NULL, xmax, R, ldy);
         donto_qgemm8_grid(X, m, k, ldx, &qw, use_bias ? bias : NULL, P, ldy, scratch + 3, nthreads,
                           DONTO_ISA_PORTABLE, xmax);
         CHECK(memcmp(R, P, sizeof(float) * (size_t)m * ldy) == 0,
@@ -263,8 +236,8 @@ static void test_extremes(void) {
     for (int j = 0; j < n; j++)
         for (int c = 0; c < k; c++) W[(size_t)j * k + c] = ((c + j) % 3 ? 1.0f : -1.0f) * 0.5f;
     float *R = malloc(sizeof(float) * m * n), *R8 = malloc(sizeof(float) * m * n), *Y = malloc(sizeof(float) * m * n);
-    ref_qgemm8(X, m, k, k, W, n, NULL, 0, NULL, DONTO_QGEMM8_XMAX, R, n);
-    ref_qgemm8(X, m, k, k, W, n, NULL, 0, NULL, DONTO_QGEMM8_XMAX_VNNI, R8, n);
+    ref_qgemm8(X, m, k, k, W, n, NULL, 0, 0, NULL, DONTO_QGEMM8_XMAX, R, n);
+    ref_qgemm8(X, m, k, k, W, n, NULL, 0, 0, NULL, DONTO_QGEMM8_XMAX_VNNI, R8, n);
     donto_qweight8 qw;
     CHECK(donto_qweight8_init(&qw, W, n, k, NULL, 0, NULL) == 0, "init");
     CHECK(donto_qweight8_get(&qw, 0, 1) == DONTO_QGEMM8_WMAX, "w at WMAX");
