@@ -6,7 +6,10 @@
  *     without leaving an output behind, or with --skip-bad skips, counts and
  *     names them; the input format is decided once (--format-in, the file
  *     name, the first line), never per line (point 6);
- *   - the token limit in force and where it came from, in --stats (point 10). */
+ *   - the token limit in force and where it came from, in --stats (point 10);
+ *   - the precision run when none is asked for (issue 19): int16 on a CPU
+ *     with a SIMD int16 GEMM (every kernel set from avx2 up), fp32 on the
+ *     portable set, in --stats with where it came from. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <math.h>
@@ -18,6 +21,7 @@
 
 #include "check.h"
 #include "donto/cli.h"
+#include "donto/encoder.h"
 #include "donto/util.h"
 #include "tinybert.h"
 
@@ -245,6 +249,55 @@ static void test_limits(void) {
     CHECK_STR_CONTAINS(errbuf, "max_position_embeddings 64");
 }
 
+/* Whole-file equality (the f32 outputs of two runs). */
+static int same_file(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) same = 0;
+        if (ca == EOF || cb == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+/* The precision when --precision is not given: int16 where the kernel set
+ * has a SIMD int16 GEMM (over the 0.999 gate on every parity text of both
+ * models, 1.4-1.8x fp32), fp32 on the portable set (its int16 GEMM is plain
+ * C); the vectors are those of an explicit --precision int16 run. */
+static void test_default_precision(void) {
+    char in[600];
+    snprintf(in, sizeof in, "%s", path_in("progress.jsonl")); /* test_progress made it */
+    int rc = embed("--model", model, "--in", in, "--out", path_in("dp_portable.f32"), "--format", "f32", "--isa",
+                   "portable", "--stats", "--quiet", NULL);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_STR_CONTAINS(errbuf, "\"precision\":\"fp32\",\"precision_from\":\"default\"");
+    rc = embed("--model", model, "--in", in, "--out", path_in("dp_fp32.f32"), "--format", "f32", "--precision", "fp32",
+               "--stats", "--quiet", NULL);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_STR_CONTAINS(errbuf, "\"precision\":\"fp32\",\"precision_from\":\"--precision\"");
+    if (!donto_isa_supported(DONTO_ISA_AVX2)) {
+        fprintf(stderr, "SKIP default precision int16: this CPU has no AVX2 (the portable set runs fp32)\n");
+        return;
+    }
+    rc = embed("--model", model, "--in", in, "--out", path_in("dp_default.f32"), "--format", "f32", "--stats",
+               "--quiet", NULL);
+    CHECK_EQ_INT(rc, 0);
+    fprintf(stderr, "--- --stats, no --precision:\n%s---\n", errbuf);
+    CHECK_STR_CONTAINS(errbuf, "\"precision\":\"int16\",\"precision_from\":\"default\"");
+    rc = embed("--model", model, "--in", in, "--out", path_in("dp_int16.f32"), "--format", "f32", "--precision",
+               "int16", "--quiet", NULL);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(same_file(path_in("dp_default.f32"), path_in("dp_int16.f32")), "the default run's vectors are int16's");
+    CHECK(!same_file(path_in("dp_default.f32"), path_in("dp_fp32.f32")), "and not fp32's");
+    /* A set below avx2 asked for by name: fp32, as on a CPU without AVX2. */
+    CHECK_EQ_INT(donto_precision_default(DONTO_DEVICE_CPU, DONTO_ISA_PORTABLE), DONTO_PREC_FP32);
+    CHECK_EQ_INT(donto_precision_default(DONTO_DEVICE_CPU, DONTO_ISA_AVX2), DONTO_PREC_INT16);
+    CHECK_EQ_INT(donto_precision_default(DONTO_DEVICE_CUDA, DONTO_ISA_AUTO), DONTO_PREC_BF16);
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/donto-test-embed-cmd-%d", (int)getpid());
     mkdir(root, 0755);
@@ -259,6 +312,7 @@ int main(void) {
     test_progress();
     test_bad_lines();
     test_limits();
+    test_default_precision();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");

@@ -29,13 +29,14 @@ extern "C" {
 #endif
 
 typedef enum {
-    DONTO_PREC_FP32 = 0, /* reference path: fp32 through BLAS */
-    DONTO_PREC_INT16 = 1, /* fast path: 12-bit weights x 13-bit per-row activations in int16 lanes (AVX2 vpmaddwd) */
+    DONTO_PREC_FP32 = 0, /* the reference: fp32 (packed fp32 GEMM, OpenBLAS on the portable set) */
+    DONTO_PREC_INT16 = 1, /* fast path: 12-bit weights x 13-bit per-row activations in int16 lanes (AVX2 vpmaddwd);
+                             the CLI's default on a CPU with AVX2 (donto_precision_default) */
     DONTO_PREC_BF16 = 2,  /* bf16 weights and activations, fp32 accumulation: CUDA tensor cores; on the
                              CPU OpenBLAS sbgemm (fast only with AVX-512 BF16; src/model/bf16.h) */
-    DONTO_PREC_INT8 = 3,  /* CPU: u8 per-row activations x s8 weights (AVX2 vpmaddubsw), calibrated outlier
-                             channels in fp32, FFN output on int16; below the 0.999 cosine gate on some
-                             texts (docs/engine.md), never a default */
+    DONTO_PREC_INT8 = 3,  /* CPU: u8 per-row activations x s8 weights, calibrated outlier channels in fp32
+                             (VNNI: weight scales per 64 inputs; else the FFN output on int16); below the
+                             0.999 cosine gate on some texts (docs/engine.md "int8"), never a default */
 } donto_precision;
 
 /* Where the forward pass runs. DONTO_DEVICE_CUDA needs a build with
@@ -125,6 +126,16 @@ extern const char *const donto_device_names[];
 /* "fp32" / "int16" / "bf16" / "int8" -> precision; -1 when unknown. */
 int donto_precision_parse(const char *s);
 const char *donto_precision_name(donto_precision p);
+/* The precision donto-embed's embed and work run when --precision is not
+ * given (donto_encoder_default_opts keeps DONTO_PREC_FP32, the reference):
+ * DONTO_PREC_BF16 on CUDA; on the CPU DONTO_PREC_INT16 where the kernel
+ * set isa (DONTO_ISA_AUTO: the best this CPU runs) has a SIMD int16 GEMM,
+ * every set from DONTO_ISA_AVX2 up, else DONTO_PREC_FP32. int16 passes the
+ * 0.999 cosine gate to fp32 on every parity text of both test models
+ * (min 0.99997) and ran 1.1-1.9x fp32 on every SIMD set measured;
+ * portable's int16 GEMM is plain C, 0.07x fp32 (docs/engine.md
+ * "Precisions", bench/precision-default). */
+donto_precision donto_precision_default(donto_device device, donto_isa isa);
 /* "cpu" / "cuda" -> device; -1 when unknown. */
 int donto_device_parse(const char *s);
 const char *donto_device_name(donto_device d);

@@ -357,9 +357,10 @@ int donto_embed_cmd(int argc, char **argv) {
         {DONTO_OPT_INT, "threads", 0, &eo.threads, .min = 1, .max = 1024, .metavar = "N",
          .help = "worker threads (default: all CPUs)"},
         {DONTO_OPT_CHOICE, "precision", 0, &prec, .choices = donto_precision_names, .metavar = "P",
-         .help = "fp32 (default, reference) | int16 (CPU fast path) | int8 (CPU, experimental:\n"
-                 "under the 0.999 cosine gate on some texts) | bf16 (GPU; on the CPU: bf16\n"
-                 "accuracy; vdpbf16ps only where it beats the fp32 kernel)"},
+         .help = "fp32 (the reference; default without AVX2) | int16 (CPU fast path; default\n"
+                 "with AVX2; min cosine to fp32 0.99997 on the parity texts) | int8 (CPU,\n"
+                 "experimental: under the 0.999 cosine gate on some texts) | bf16 (GPU; on the\n"
+                 "CPU: bf16 accuracy; vdpbf16ps only where it beats the fp32 kernel)"},
         {DONTO_OPT_CHOICE, "device", 0, &dev, .choices = donto_device_names, .metavar = "D",
          .help = "cpu (default) | cuda (needs a -DDONTO_CUDA=ON build; default\n"
                  "precision there bf16, fp32 for parity checks)"},
@@ -402,9 +403,8 @@ int donto_embed_cmd(int argc, char **argv) {
         return donto_opt_usage_error(&cmd, "--isa %s: %s", donto_isa_name((donto_isa)isa), err.msg);
     eo.isa = (donto_isa)isa;
     eo.device = (donto_device)dev;
-    if (prec >= 0) eo.precision = (donto_precision)prec;
     const int prec_set = prec >= 0;
-    if (eo.device == DONTO_DEVICE_CUDA && !prec_set) eo.precision = DONTO_PREC_BF16;
+    eo.precision = prec_set ? (donto_precision)prec : donto_precision_default(eo.device, eo.isa);
     const int max_len_set = eo.max_len > 0;
     progress pg = {.on = !quiet, .tty = isatty(2), .every = every};
     pthread_mutex_init(&pg.mu, NULL);
@@ -550,13 +550,13 @@ int donto_embed_cmd(int argc, char **argv) {
         donto_encoder_kernels_get(enc, &kern);
         fprintf(stderr,
                 "{\"items\":%zu,\"tokens\":%zu,\"seconds\":%.6f,\"items_per_s\":%.3f,"
-                "\"tokens_per_s\":%.1f,\"peak_rss_mb\":%.1f,\"precision\":\"%s\",\"threads\":%d,"
+                "\"tokens_per_s\":%.1f,\"peak_rss_mb\":%.1f,\"precision\":\"%s\",\"precision_from\":\"%s\",\"threads\":%d,"
                 "\"wall_seconds\":%.3f,\"device\":\"%s\","
                 "\"max_len\":%d,\"max_len_from\":\"%s\",\"max_position_embeddings\":%d,\"lowercase\":%s,"
                 "\"truncated\":%zu,\"input_format\":\"%s\",\"skipped\":%zu,\"isa\":\"%s\",\"gemm\":\"%s\","
                 "\"blas_core\":\"%s\",\"blas_weaker\":%s,\"blas_steer\":\"%s\"}\n",
                 items, tokens, enc_s, enc_s > 0 ? items / enc_s : 0.0, enc_s > 0 ? tokens / enc_s : 0.0,
-                donto_peak_rss() / 1048576.0, donto_precision_name(eo.precision),
+                donto_peak_rss() / 1048576.0, donto_precision_name(eo.precision), prec_set ? "--precision" : "default",
                 eo.threads > 0 ? eo.threads : donto_ncpu(), donto_now() - t_start, donto_device_name(eo.device),
                 donto_encoder_max_len(enc), max_len_from, donto_encoder_config(enc)->max_position,
                 donto_encoder_lowercase(enc) ? "true" : "false", truncated,

@@ -69,7 +69,8 @@ int donto_work_cmd(int argc, char **argv) {
         {DONTO_OPT_INT, "threads", 0, &threads, .min = 0, .max = 4096, .metavar = "N",
          .help = "encoder threads (default all CPUs)"},
         {DONTO_OPT_CHOICE, "precision", 0, &prec, .choices = donto_precision_names, .metavar = "P",
-         .help = "fp32 (default on the CPU) | int16 | bf16 (default on cuda) | int8 (experimental)"},
+         .help = "int16 (default on a CPU with AVX2) | fp32 (the reference; default without\n"
+                 "AVX2) | bf16 (default on cuda) | int8 (experimental)"},
         {DONTO_OPT_CHOICE, "device", 0, &dev, .choices = donto_device_names, .metavar = "D",
          .help = "cpu (default) | cuda; EMBED_CUDA=1 means cuda"},
         {DONTO_OPT_CHOICE, "isa", 0, &isa, .choices = donto_isa_names, .metavar = "NAME|auto", .env = "EMBED_ISA",
@@ -121,13 +122,13 @@ int donto_work_cmd(int argc, char **argv) {
                 from_env ? "EMBED_CUDA" : "--device cuda");
         return 2;
     }
-    if (prec < 0) prec = dev == DONTO_DEVICE_CUDA ? DONTO_PREC_BF16 : DONTO_PREC_FP32;
     if (npos) return donto_opt_usage_error(&cmd, "unexpected argument '%s'", argv[1]);
     {
         donto_err ierr = {0};
         if (donto_isa_check((donto_isa)isa, &ierr))
             return donto_opt_usage_error(&cmd, "--isa %s: %s", donto_isa_name((donto_isa)isa), ierr.msg);
     }
+    if (prec < 0) prec = donto_precision_default((donto_device)dev, (donto_isa)isa);
     char *tok_buf = NULL, *name_buf = NULL, wid_buf[300];
     if (token_file) {
         tok_buf = read_line(token_file);

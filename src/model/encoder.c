@@ -111,6 +111,11 @@ const char *donto_precision_name(donto_precision p) {
     return p == DONTO_PREC_INT16 ? "int16" : p == DONTO_PREC_BF16 ? "bf16" : p == DONTO_PREC_INT8 ? "int8" : "fp32";
 }
 
+donto_precision donto_precision_default(donto_device device, donto_isa isa) {
+    if (device == DONTO_DEVICE_CUDA) return DONTO_PREC_BF16;
+    return cpu_isa_runnable(isa) >= DONTO_ISA_AVX2 ? DONTO_PREC_INT16 : DONTO_PREC_FP32;
+}
+
 /* ---- kernel sets ---------------------------------------------------------- */
 
 const char *const donto_isa_names[] = {[DONTO_ISA_AUTO] = "auto",
