@@ -550,7 +550,8 @@ int donto_embed_cmd(int argc, char **argv) {
         donto_encoder_kernels_get(enc, &kern);
         fprintf(stderr,
                 "{\"items\":%zu,\"tokens\":%zu,\"seconds\":%.6f,\"items_per_s\":%.3f,"
-                "\"tokens_per_s\":%.1f,\"peak_rss_mb\":%.1f,\"precision\":\"%s\",\"precision_from\":\"%s\",\"threads\":%d,"
+                "\"tokens_per_s\":%.1f,\"peak_rss_mb\":%.1f,\"precision\":\"%s\",\"precision_from\":\"%s\","
+                "\"threads\":%d,"
                 "\"wall_seconds\":%.3f,\"device\":\"%s\","
                 "\"max_len\":%d,\"max_len_from\":\"%s\",\"max_position_embeddings\":%d,\"lowercase\":%s,"
                 "\"truncated\":%zu,\"input_format\":\"%s\",\"skipped\":%zu,\"isa\":\"%s\",\"gemm\":\"%s\","
