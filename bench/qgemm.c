@@ -140,8 +140,8 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    printf("qgemm: x int16 (|q|<=%d, per row) * w int16 (|q|<=%d, per out row), AVX2 vpmaddwd %dx%d kernel\n",
-           DONTO_QGEMM_XMAX, DONTO_QGEMM_WMAX, DONTO_QGEMM_MR, DONTO_QGEMM_NR);
+    printf("qgemm: x int16 (|q|<=%d, per row) * w int16 (|q|<=%d, per out row), kernel %s\n", DONTO_QGEMM_XMAX,
+           DONTO_QGEMM_WMAX, donto_qgemm_kernel_name(DONTO_ISA_AUTO));
     printf("%-8s %5s %5s %5s %3s | %9s %9s %7s | %9s %9s\n", "shape", "m", "n", "k", "thr", "sgemm", "qgemm",
            "speedup", "rel.err", "int8 err");
     for (int si = 0; si < BENCH_BERT_NSHAPES; si++) {
